@@ -1,0 +1,24 @@
+# Makefile for the queue extension (PGXS)
+
+EXTENSION = queue
+EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+
+MODULE_big = queue
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+HEADERS = src/queue.h
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+# pg_regress files run in this order; each is independent of the others
+# but shares the database, so names of queues are unique per file.
+REGRESS = queues enqueue claim complete fail manage views errors security dump
+REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+
+ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
+ISOLATION_OPTS = --load-extension=$(EXTENSION)
+
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

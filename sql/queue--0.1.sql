@@ -1,0 +1,730 @@
+/* queue--0.1.sql: install script for version 0.1 of the queue extension */
+
+\echo Use "CREATE EXTENSION queue" to load this file. \quit
+
+/*
+ * Catalog.  queue_config holds one row per queue; it and its sequence are
+ * extension members marked for pg_dump so that queue definitions survive a
+ * dump and restore.  Each queue's own tables (queue.q_<name> for unfinished
+ * and dead jobs, queue.a_<name> for the archive) are made by queue.create()
+ * and are not extension members, so pg_dump dumps them, data included, like
+ * any user table.  They inherit from queue._job and queue._archive, which
+ * makes the views span every queue and makes DROP EXTENSION refuse to drop
+ * queues that still hold jobs unless CASCADE is given.
+ */
+CREATE TYPE queue.job_state AS ENUM ('ready', 'scheduled', 'running', 'dead');
+
+CREATE SEQUENCE queue.queue_number_seq MINVALUE 1 MAXVALUE 999999 NO CYCLE;
+
+CREATE TABLE queue.queue_config (
+    qno          int PRIMARY KEY,
+    name         text NOT NULL UNIQUE,
+    max_attempts int NOT NULL,
+    lease        interval NOT NULL,
+    backoff_base interval NOT NULL,
+    backoff_max  interval NOT NULL,
+    retention    interval NOT NULL,
+    paused       boolean NOT NULL DEFAULT false,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+SELECT pg_catalog.pg_extension_config_dump('queue.queue_config', '');
+SELECT pg_catalog.pg_extension_config_dump('queue.queue_number_seq', '');
+
+/*
+ * Columns are ordered for alignment: fixed-width first, payload last so the
+ * hot columns stay in the tuple's first cache line.  rank is the claim order
+ * inside a priority: it is drawn afresh from the queue's sequence every time
+ * a job becomes ready, so ready work always enters behind what claims have
+ * already passed (see docs/design.md).
+ */
+CREATE TABLE queue._job (
+    id          bigint NOT NULL,
+    rank        bigint NOT NULL,
+    run_at      timestamptz NOT NULL,
+    enqueued_at timestamptz NOT NULL,
+    claimed_at  timestamptz,
+    lease_until timestamptz,
+    owner_start timestamptz,
+    state       queue.job_state NOT NULL,
+    priority    int NOT NULL,
+    attempt     int NOT NULL,
+    owner_pid   int,
+    group_key   text,
+    dedup_key   text,
+    last_error  text,
+    history     jsonb,
+    payload     jsonb NOT NULL
+);
+
+CREATE TABLE queue._archive (
+    id          bigint NOT NULL,
+    finished_at timestamptz NOT NULL,
+    run_at      timestamptz NOT NULL,
+    enqueued_at timestamptz NOT NULL,
+    claimed_at  timestamptz,
+    priority    int NOT NULL,
+    attempt     int NOT NULL,
+    state       text NOT NULL,
+    group_key   text,
+    dedup_key   text,
+    last_error  text,
+    history     jsonb,
+    payload     jsonb NOT NULL
+);
+
+CREATE TYPE queue.claimed AS (
+    id          bigint,
+    payload     jsonb,
+    attempt     int,
+    group_key   text,
+    enqueued_at timestamptz,
+    lease_until timestamptz
+);
+
+/* ---------------------------------------------------------------- C */
+
+CREATE FUNCTION queue._invalidate()
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_invalidate'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._reset_cursor(qno int, forget boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_reset_cursor'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._recent_counts(qno int, OUT completed bigint, OUT failed bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'queue_recent_counts'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue.enqueue(
+    queue     text,
+    payload   jsonb,
+    run_at    timestamptz DEFAULT NULL,
+    delay     interval DEFAULT NULL,
+    priority  int DEFAULT 0,
+    group_key text DEFAULT NULL,
+    dedup_key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'queue_enqueue'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue.enqueue_batch(
+    queue     text,
+    payloads  jsonb[],
+    run_at    timestamptz DEFAULT NULL,
+    delay     interval DEFAULT NULL,
+    priority  int DEFAULT 0,
+    group_key text DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'queue_enqueue_batch'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION queue.claim(
+    queue    text,
+    max_jobs int DEFAULT 1,
+    lease    interval DEFAULT NULL)
+RETURNS SETOF queue.claimed
+AS 'MODULE_PATHNAME', 'queue_claim'
+LANGUAGE C VOLATILE ROWS 10;
+
+CREATE FUNCTION queue.complete(id bigint, attempt int DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_complete'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue.complete(ids bigint[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'queue_complete_many'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue.fail(
+    id       bigint,
+    error    text,
+    retry_in interval DEFAULT NULL,
+    attempt  int DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'queue_fail'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue.extend(id bigint, lease interval, attempt int DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'queue_extend'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue.release(id bigint, run_at timestamptz DEFAULT NULL, attempt int DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_release'
+LANGUAGE C VOLATILE;
+
+/* ---------------------------------------------------------------- helpers */
+
+CREATE FUNCTION queue._check_name(queue text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF queue IS NULL THEN
+        RAISE EXCEPTION 'queue name must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass the name of a queue, for example ''emails''.';
+    END IF;
+    IF queue !~ '^[a-z][a-z0-9_]{0,47}$' THEN
+        RAISE EXCEPTION 'invalid queue name "%"', queue
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'Queue names are 1 to 48 lowercase letters, digits and underscores, starting with a letter.',
+                  HINT = 'Choose a name such as ''emails'' or ''sms_bulk''.';
+    END IF;
+END
+$$;
+
+-- The row of an existing queue, locked against concurrent alter/drop.
+CREATE FUNCTION queue._get(queue text, lock boolean DEFAULT false)
+RETURNS queue.queue_config
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config;
+BEGIN
+    PERFORM queue._check_name(queue);
+    IF lock THEN
+        SELECT * INTO r FROM queue.queue_config c WHERE c.name = queue FOR UPDATE;
+    ELSE
+        SELECT * INTO r FROM queue.queue_config c WHERE c.name = queue;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue "%" does not exist', queue
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Create it with queue.create(''' || queue || '''), or list queues with SELECT * FROM queue.queues.';
+    END IF;
+    RETURN r;
+END
+$$;
+
+-- The queue a job id belongs to: ids are (sequence value * 1000000 + qno).
+CREATE FUNCTION queue._queue_of(id bigint)
+RETURNS queue.queue_config
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config;
+BEGIN
+    IF id IS NULL THEN
+        RAISE EXCEPTION 'job id must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass the id returned by queue.enqueue() or queue.claim().';
+    END IF;
+    SELECT * INTO r FROM queue.queue_config c WHERE c.qno = id % 1000000;
+    IF NOT FOUND OR id <= 0 THEN
+        RAISE EXCEPTION 'job % does not exist', id
+            USING ERRCODE = 'no_data_found',
+                  HINT = 'Job ids are returned by queue.enqueue(); finished jobs are listed in queue.archive.';
+    END IF;
+    RETURN r;
+END
+$$;
+
+CREATE FUNCTION queue._check_options(
+    max_attempts int, lease interval, backoff_base interval,
+    backoff_max interval, retention interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max_attempts IS NULL OR max_attempts < 1 OR max_attempts > 1000 THEN
+        RAISE EXCEPTION 'max_attempts must be between 1 and 1000, not %', coalesce(max_attempts::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'max_attempts counts every claim of a job, the first included.';
+    END IF;
+    IF lease IS NULL OR lease <= interval '0' OR lease > interval '7 days' THEN
+        RAISE EXCEPTION 'lease must be positive and at most 7 days, not %', coalesce(lease::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Long-running consumers should keep a short lease and call queue.extend() as a heartbeat.';
+    END IF;
+    IF backoff_base IS NULL OR backoff_base < interval '0' THEN
+        RAISE EXCEPTION 'backoff_base must not be negative or null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use interval ''0'' to retry failed jobs at once.';
+    END IF;
+    IF backoff_max IS NULL OR backoff_max < backoff_base THEN
+        RAISE EXCEPTION 'backoff_max must be at least backoff_base'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'backoff_max caps the exponential backoff that starts at backoff_base.';
+    END IF;
+    IF retention IS NULL OR retention < interval '0' THEN
+        RAISE EXCEPTION 'retention must not be negative or null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use interval ''0'' to keep no archive of finished jobs.';
+    END IF;
+END
+$$;
+
+/* ---------------------------------------------------------------- queues */
+
+CREATE FUNCTION queue.create(
+    queue         text,
+    max_attempts  int DEFAULT 5,
+    lease         interval DEFAULT '30 seconds',
+    backoff_base  interval DEFAULT '1 second',
+    backoff_max   interval DEFAULT '1 hour',
+    retention     interval DEFAULT '1 day',
+    if_not_exists boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n  int;
+    q  text := 'q_' || queue;
+    a  text := 'a_' || queue;
+BEGIN
+    PERFORM queue._check_name(queue);
+    IF if_not_exists IS NULL THEN
+        RAISE EXCEPTION 'if_not_exists must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
+    END IF;
+    PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention);
+
+    -- Serialize creators of the same name; the unique index would too, but
+    -- only after the tables were made.
+    PERFORM pg_advisory_xact_lock(hashtext('queue.create'), hashtext(queue));
+    IF EXISTS (SELECT 1 FROM queue.queue_config c WHERE c.name = queue) THEN
+        IF if_not_exists THEN
+            RAISE NOTICE 'queue "%" already exists, skipping', queue;
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'queue "%" already exists', queue
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Pass if_not_exists => true to make this a no-op, or queue.alter() to change its options.';
+    END IF;
+
+    n := nextval('queue.queue_number_seq');
+    INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention)
+    VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention);
+
+    EXECUTE format('CREATE SEQUENCE queue.%I', q || '_seq');
+    EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
+                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)', q, n);
+    EXECUTE format('ALTER TABLE queue.%I ADD PRIMARY KEY (id)', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (priority DESC, rank) WHERE state = ''ready''', q || '_ready', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '_scheduled', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '_running', q);
+    EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '_dedup', q);
+    EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._archive)', a, n);
+    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (finished_at)', a || '_finished', a);
+    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '_id', a);
+
+    PERFORM queue._reset_cursor(n);
+    PERFORM queue._invalidate();
+END
+$$;
+
+CREATE FUNCTION queue.alter(
+    queue        text,
+    max_attempts int DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    backoff_base interval DEFAULT NULL,
+    backoff_max  interval DEFAULT NULL,
+    retention    interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config := queue._get(queue, true);
+BEGIN
+    r.max_attempts := coalesce(max_attempts, r.max_attempts);
+    r.lease        := coalesce(lease, r.lease);
+    r.backoff_base := coalesce(backoff_base, r.backoff_base);
+    r.backoff_max  := coalesce(backoff_max, r.backoff_max);
+    r.retention    := coalesce(retention, r.retention);
+    PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention);
+    UPDATE queue.queue_config c
+       SET max_attempts = r.max_attempts, lease = r.lease, backoff_base = r.backoff_base,
+           backoff_max = r.backoff_max, retention = r.retention
+     WHERE c.qno = r.qno;
+    PERFORM queue._invalidate();
+END
+$$;
+
+CREATE FUNCTION queue.drop(queue text, if_exists boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config;
+BEGIN
+    PERFORM queue._check_name(queue);
+    SELECT * INTO r FROM queue.queue_config c WHERE c.name = queue FOR UPDATE;
+    IF NOT FOUND THEN
+        IF if_exists THEN
+            RAISE NOTICE 'queue "%" does not exist, skipping', queue;
+            RETURN;
+        END IF;
+        PERFORM queue._get(queue);
+    END IF;
+    EXECUTE format('DROP TABLE queue.%I, queue.%I', 'q_' || queue, 'a_' || queue);
+    EXECUTE format('DROP SEQUENCE queue.%I', 'q_' || queue || '_seq');
+    DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
+    PERFORM queue._reset_cursor(r.qno, true);
+    PERFORM queue._invalidate();
+END
+$$;
+
+CREATE FUNCTION queue.pause(queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config := queue._get(queue, true);
+BEGIN
+    UPDATE queue.queue_config c SET paused = true WHERE c.qno = r.qno;
+    PERFORM queue._invalidate();
+END
+$$;
+
+CREATE FUNCTION queue.resume(queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config := queue._get(queue, true);
+BEGIN
+    UPDATE queue.queue_config c SET paused = false WHERE c.qno = r.qno;
+    PERFORM queue._reset_cursor(r.qno);
+    PERFORM queue._invalidate();
+END
+$$;
+
+/* ---------------------------------------------------------------- views */
+
+CREATE VIEW queue.queues AS
+SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
+       c.retention, c.paused, c.created_at
+  FROM queue.queue_config c;
+
+CREATE VIEW queue.jobs AS
+SELECT c.name AS queue,
+       j.id,
+       CASE WHEN j.state = 'scheduled' AND j.run_at <= now() THEN 'ready'
+            ELSE j.state::text END AS state,
+       j.payload, j.priority, j.run_at, j.attempt, c.max_attempts,
+       j.group_key, j.dedup_key, j.enqueued_at, j.claimed_at, j.lease_until,
+       j.last_error
+  FROM queue._job j
+  JOIN queue.queue_config c ON c.qno = j.id % 1000000;
+
+CREATE VIEW queue.archive AS
+SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
+       a.attempt, a.group_key, a.dedup_key, a.enqueued_at, a.claimed_at,
+       a.finished_at, a.last_error
+  FROM queue._archive a
+  JOIN queue.queue_config c ON c.qno = a.id % 1000000;
+
+CREATE FUNCTION queue._stats(r queue.queue_config,
+    OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
+    OUT oldest_ready_age interval,
+    OUT completed_last_minute bigint, OUT failed_last_minute bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Each count is answered by its own partial index.
+    EXECUTE format($q$
+        SELECT (SELECT count(*) FROM queue.%1$I WHERE state = 'ready')
+             + (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled' AND run_at <= now()),
+               (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled' AND run_at > now()),
+               (SELECT count(*) FROM queue.%1$I WHERE state = 'running'),
+               (SELECT count(*) FROM queue.%1$I WHERE state = 'dead'),
+               now() - least(
+                   (SELECT min(run_at) FROM queue.%1$I WHERE state = 'scheduled'),
+                   (SELECT run_at FROM queue.%1$I WHERE state = 'ready'
+                     ORDER BY priority DESC, rank LIMIT 1))
+        $q$, 'q_' || r.name)
+    INTO ready, scheduled, running, dead, oldest_ready_age;
+    IF oldest_ready_age < interval '0' OR (ready = 0) THEN
+        oldest_ready_age := CASE WHEN ready = 0 THEN NULL ELSE interval '0' END;
+    END IF;
+    SELECT rc.completed, rc.failed INTO completed_last_minute, failed_last_minute
+      FROM queue._recent_counts(r.qno) rc;
+END
+$$;
+
+CREATE VIEW queue.stats AS
+SELECT c.name AS queue, s.ready, s.scheduled, s.running, s.dead,
+       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute
+  FROM queue.queue_config c, LATERAL queue._stats(c) s;
+
+/* ---------------------------------------------------------------- jobs */
+
+CREATE FUNCTION queue.history(id bigint)
+RETURNS TABLE (at timestamptz, event text, attempt int, detail text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r      queue.queue_config := queue._queue_of(id);
+    job    record;
+    fin    timestamptz;
+    fstate text;
+    cur    text;
+BEGIN
+    EXECUTE format('SELECT enqueued_at, claimed_at, attempt, history, state::text AS state, last_error'
+                   '  FROM queue.%I WHERE id = $1', 'q_' || r.name)
+       INTO job USING id;
+    IF job IS NULL THEN
+        EXECUTE format('SELECT enqueued_at, claimed_at, attempt, history, state, last_error, finished_at'
+                       '  FROM queue.%I WHERE id = $1', 'a_' || r.name)
+           INTO job USING id;
+        IF job IS NULL THEN
+            RAISE EXCEPTION 'job % does not exist', id
+                USING ERRCODE = 'no_data_found',
+                      HINT = 'Finished jobs are kept only for the queue''s retention.';
+        END IF;
+        fin := job.finished_at;
+        fstate := job.state;
+    END IF;
+    cur := job.state;
+
+    RETURN QUERY
+    WITH ev AS (
+        SELECT job.enqueued_at AS at, 'enqueued'::text AS event, 0 AS attempt, NULL::text AS detail, 0 AS ord
+        UNION ALL
+        -- past attempts and management actions, kept in the row
+        SELECT (h.e->>'claimed_at')::timestamptz, 'claimed', (h.e->>'attempt')::int, NULL, 2 * h.n::int - 1
+          FROM jsonb_array_elements(coalesce(job.history, '[]')) WITH ORDINALITY AS h(e, n)
+         WHERE h.e ? 'claimed_at'
+        UNION ALL
+        SELECT (h.e->>'at')::timestamptz, h.e->>'event', (h.e->>'attempt')::int, h.e->>'detail', 2 * h.n::int
+          FROM jsonb_array_elements(coalesce(job.history, '[]')) WITH ORDINALITY AS h(e, n)
+        UNION ALL
+        -- the claim that is running now, or that finished the job
+        SELECT job.claimed_at, 'claimed', job.attempt, NULL, 1000000
+         WHERE job.claimed_at IS NOT NULL AND (cur = 'running' OR fstate = 'done')
+        UNION ALL
+        SELECT fin, CASE fstate WHEN 'done' THEN 'completed' ELSE fstate END, job.attempt, NULL, 1000001
+         WHERE fin IS NOT NULL
+    )
+    SELECT ev.at, ev.event, ev.attempt, ev.detail FROM ev ORDER BY ev.at, ev.ord;
+END
+$$;
+
+CREATE FUNCTION queue.reschedule(id bigint, run_at timestamptz, priority int DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r  queue.queue_config := queue._queue_of(id);
+    st queue.job_state;
+BEGIN
+    IF run_at IS NULL THEN
+        RAISE EXCEPTION 'run_at must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass now() to run the job next.';
+    END IF;
+    EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    IF st IS NULL OR st NOT IN ('ready', 'scheduled') THEN
+        RAISE EXCEPTION 'job % cannot be rescheduled', id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN st IS NULL THEN 'It does not exist or has finished.'
+                                ELSE format('It is %s.', st) END,
+                  HINT = CASE WHEN st = 'dead' THEN 'Use queue.retry() to give a dead job new attempts.'
+                              ELSE 'Only jobs that are ready or scheduled can be rescheduled.' END;
+    END IF;
+    EXECUTE format($q$
+        UPDATE queue.%1$I
+           SET state = CASE WHEN $2 <= now() THEN 'ready' ELSE 'scheduled' END::queue.job_state,
+               run_at = greatest($2, enqueued_at),
+               priority = coalesce($3, priority),
+               rank = nextval('queue.%2$I'),
+               history = coalesce(history, '[]') || jsonb_build_object(
+                   'event', 'rescheduled', 'at', now(), 'attempt', attempt, 'detail', 'run_at ' || $2)
+         WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
+    USING id, run_at, priority;
+    PERFORM queue._reset_cursor(r.qno);
+END
+$$;
+
+CREATE FUNCTION queue.cancel(id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r  queue.queue_config := queue._queue_of(id);
+    st queue.job_state;
+BEGIN
+    EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    IF st IS NULL OR st = 'running' THEN
+        RAISE EXCEPTION 'job % cannot be cancelled', id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN st IS NULL THEN 'It does not exist or has finished.'
+                                ELSE 'It is running.' END,
+                  HINT = CASE WHEN st IS NULL THEN 'Finished jobs are listed in queue.archive.'
+                              ELSE 'Let its consumer complete or fail it, or wait for its lease to run out.' END;
+    END IF;
+    EXECUTE format($q$
+        WITH d AS (DELETE FROM queue.%1$I WHERE id = $1 RETURNING *)
+        INSERT INTO queue.%2$I (id, finished_at, run_at, enqueued_at, claimed_at, priority, attempt,
+                                state, group_key, dedup_key, last_error, history, payload)
+        SELECT id, now(), run_at, enqueued_at, claimed_at, priority, attempt,
+               'cancelled', group_key, dedup_key, last_error, history, payload
+          FROM d WHERE $2$q$, 'q_' || r.name, 'a_' || r.name)
+    USING id, r.retention > interval '0';
+    PERFORM queue._reset_cursor(r.qno);
+END
+$$;
+
+CREATE FUNCTION queue.retry(id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r  queue.queue_config := queue._queue_of(id);
+    st queue.job_state;
+BEGIN
+    EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    IF st IS DISTINCT FROM 'dead' THEN
+        RAISE EXCEPTION 'job % is not dead', id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN st IS NULL THEN 'It does not exist or has finished.'
+                                ELSE format('It is %s.', st) END,
+                  HINT = 'Only dead jobs can be retried; use queue.reschedule() to move a waiting job.';
+    END IF;
+    BEGIN
+        EXECUTE format($q$
+            UPDATE queue.%1$I
+               SET state = 'ready', attempt = 0, run_at = now(), rank = nextval('queue.%2$I'),
+                   claimed_at = NULL, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
+                   history = coalesce(history, '[]') || jsonb_build_object(
+                       'event', 'retried', 'at', now(), 'attempt', attempt)
+             WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
+        USING id;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'job % cannot be retried: another unfinished job has its dedup_key', id
+            USING ERRCODE = 'unique_violation',
+                  HINT = 'Cancel the dead job, or wait until the other job has finished.';
+    END;
+    PERFORM queue._reset_cursor(r.qno);
+END
+$$;
+
+CREATE FUNCTION queue.purge(queue text, filter jsonb DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config := queue._get(queue);
+    n bigint;
+BEGIN
+    IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
+        RAISE EXCEPTION 'purge filter must be a JSON object, not %', jsonb_typeof(filter)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Jobs whose payload contains the filter are deleted, for example ''{"companyId": 3345}''.';
+    END IF;
+    -- Running jobs belong to their consumers: they are not purged.
+    EXECUTE format('DELETE FROM queue.%I WHERE state <> ''running'' AND ($1 IS NULL OR payload @> $1)',
+                   'q_' || r.name)
+    USING filter;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM queue._reset_cursor(r.qno);
+    RETURN n;
+END
+$$;
+
+/* ---------------------------------------------------------------- upkeep */
+
+/*
+ * One pass of upkeep for one queue: returns expired leases, makes due
+ * scheduled jobs ready, and deletes archived jobs past retention.  Batches
+ * are bounded so that one pass never holds many row locks or runs long;
+ * callers loop while work remains.
+ */
+CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
+    OUT promoted bigint, OUT expired bigint, OUT deleted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q   text := 'q_' || r.name;
+    seq text := 'q_' || r.name || '_seq';
+BEGIN
+    EXECUTE format($q$
+        UPDATE queue.%1$I j
+           SET state = CASE WHEN j.attempt >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+               rank = nextval('queue.%2$I'),
+               run_at = greatest(j.run_at, now()),
+               lease_until = NULL, owner_pid = NULL, owner_start = NULL,
+               last_error = 'lease expired',
+               history = coalesce(j.history, '[]') || jsonb_build_object(
+                   'event', 'lease expired', 'at', now(), 'attempt', j.attempt,
+                   'claimed_at', j.claimed_at)
+         WHERE j.id = ANY (ARRAY(
+               SELECT id FROM queue.%1$I
+                WHERE state = 'running' AND lease_until < now()
+                ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
+    USING batch, r.max_attempts;
+    GET DIAGNOSTICS expired = ROW_COUNT;
+
+    EXECUTE format($q$
+        UPDATE queue.%1$I j
+           SET state = 'ready', rank = nextval('queue.%2$I')
+         WHERE j.id = ANY (ARRAY(
+               SELECT id FROM queue.%1$I
+                WHERE state = 'scheduled' AND run_at <= now()
+                ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
+    USING batch;
+    GET DIAGNOSTICS promoted = ROW_COUNT;
+
+    EXECUTE format($q$
+        DELETE FROM queue.%1$I WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM queue.%1$I WHERE finished_at < now() - $2 LIMIT $1))$q$,
+        'a_' || r.name)
+    USING batch * 10, r.retention;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+
+    IF expired + promoted > 0 THEN
+        PERFORM queue._reset_cursor(r.qno);
+    END IF;
+END
+$$;
+
+CREATE FUNCTION queue.tick()
+RETURNS TABLE (queue text, promoted bigint, expired bigint, deleted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config;
+    t record;
+BEGIN
+    FOR r IN SELECT * FROM queue.queue_config c ORDER BY c.qno LOOP
+        queue := r.name;
+        promoted := 0; expired := 0; deleted := 0;
+        LOOP
+            t := queue._tick_queue(r);
+            promoted := promoted + t.promoted;
+            expired := expired + t.expired;
+            deleted := deleted + t.deleted;
+            EXIT WHEN t.promoted < 1000 AND t.expired < 1000 AND t.deleted < 10000;
+        END LOOP;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+/* ---------------------------------------------------------------- access */
+
+GRANT USAGE ON SCHEMA queue TO PUBLIC;
+GRANT SELECT ON queue.queue_config, queue.queues, queue.stats TO PUBLIC;

@@ -1,0 +1,280 @@
+/*-------------------------------------------------------------------------
+ *
+ * enqueue.c
+ *	  queue.enqueue and queue.enqueue_batch: adding jobs.
+ *
+ * Ids are drawn in C from the queue's sequence so that a batch gets its
+ * ids in array order, and a job's first rank is its sequence value.
+ * Nothing is signalled here: the transaction callbacks (xact.c) tell the
+ * queue's shared state about new ready work when the transaction commits.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "queue.h"
+
+#define QUEUE_MAX_BATCH		1000000
+#define DEDUP_RETRIES		10
+
+static void
+check_payload(Jsonb *payload, int index)
+{
+	char		where[64] = "";
+
+	if (index >= 0)
+		snprintf(where, sizeof(where), " (element %d)", index + 1);
+
+	if (!JB_ROOT_IS_OBJECT(payload) || JB_ROOT_IS_SCALAR(payload))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload%s must be a JSON object", where),
+				 errdetail("It is a JSON %s.", JB_ROOT_IS_SCALAR(payload) ? "scalar" : "array"),
+				 errhint("Wrap the value in an object, for example '{\"value\": 42}'.")));
+	if (VARSIZE(payload) > (Size) queue_max_payload_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload%s is too large", where),
+				 errdetail("It takes %zu bytes; queue.max_payload_size is %d.",
+						   (Size) VARSIZE(payload), queue_max_payload_size),
+				 errhint("Store large data in a table of your own and enqueue its key.")));
+}
+
+/*
+ * When a job runs: run_at or now + delay (not both), or now.  Sets
+ * *scheduled when that is in the future.
+ */
+static TimestampTz
+resolve_run_at(FunctionCallInfo fcinfo, int run_at_arg, int delay_arg, bool *scheduled)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz run_at = now;
+
+	if (!PG_ARGISNULL(run_at_arg) && !PG_ARGISNULL(delay_arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_at and delay cannot both be given"),
+				 errhint("Pass run_at for a point in time, or delay for a time from now.")));
+	if (!PG_ARGISNULL(delay_arg))
+	{
+		Interval   *delay = PG_GETARG_INTERVAL_P(delay_arg);
+		Interval	zero = {0};
+
+		if (DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(delay),
+											 IntervalPGetDatum(&zero))))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("delay must not be negative"),
+					 errhint("Pass run_at to run a job at a given time.")));
+		run_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+														 TimestampTzGetDatum(now),
+														 IntervalPGetDatum(delay)));
+	}
+	else if (!PG_ARGISNULL(run_at_arg))
+		run_at = PG_GETARG_TIMESTAMPTZ(run_at_arg);
+
+	if (TIMESTAMP_NOT_FINITE(run_at))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_at must be a finite time"),
+				 errhint("To hold a job back indefinitely, pause its queue.")));
+	*scheduled = run_at > now;
+	return run_at;
+}
+
+static int32
+get_priority(FunctionCallInfo fcinfo, int arg)
+{
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("priority must not be null"),
+				 errhint("Leave it out for the default priority 0.")));
+	return PG_GETARG_INT32(arg);
+}
+
+PG_FUNCTION_INFO_V1(queue_enqueue);
+Datum
+queue_enqueue(PG_FUNCTION_ARGS)
+{
+	text	   *qname = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	Jsonb	   *payload;
+	text	   *group_key = PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5);
+	text	   *dedup_key = PG_ARGISNULL(6) ? NULL : PG_GETARG_TEXT_PP(6);
+	bool		scheduled;
+	TimestampTz run_at;
+	int32		priority;
+	QueueInfo  *q;
+	int64		seq;
+	int64		id;
+	Datum		values[7];
+	char		nulls[7] = "       ";
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be null"),
+				 errhint("Pass a JSON object, '{}' if the job needs no data.")));
+	payload = PG_GETARG_JSONB_P(1);
+	check_payload(payload, -1);
+	run_at = resolve_run_at(fcinfo, 2, 3, &scheduled);
+	priority = get_priority(fcinfo, 4);
+	queue_check_key("group_key", group_key);
+	queue_check_key("dedup_key", dedup_key);
+
+	QueueSpiBegin();
+	q = QueueLookupByName(qname);
+	seq = QueueNextSeq(q);
+	id = seq * QUEUE_ID_FACTOR + q->qno;
+
+	values[0] = Int64GetDatum(id);
+	values[1] = TimestampTzGetDatum(run_at);
+	values[2] = BoolGetDatum(scheduled);
+	values[3] = Int32GetDatum(priority);
+	values[4] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
+	nulls[4] = group_key ? ' ' : 'n';
+	values[5] = dedup_key ? PointerGetDatum(dedup_key) : (Datum) 0;
+	nulls[5] = dedup_key ? ' ' : 'n';
+	values[6] = JsonbPGetDatum(payload);
+
+	if (dedup_key == NULL)
+	{
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert job into queue \"%s\"", q->name);
+	}
+	else
+	{
+		/*
+		 * Either our row goes in, or an unfinished job holds the key and we
+		 * return its id; that job may finish in between, so try again.
+		 */
+		for (int i = 0;; i++)
+		{
+			bool		isnull;
+
+			SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_DEDUP), values, nulls, false, 0);
+			if (SPI_processed == 1)
+				break;
+			SPI_execute_plan(QueueGetPlan(q, PLAN_FIND_DEDUP), &values[5], NULL, false, 1);
+			if (SPI_processed == 1)
+			{
+				id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+				QueueSpiEnd();
+				PG_RETURN_INT64(id);
+			}
+			if (i >= DEDUP_RETRIES)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("could not enqueue with dedup_key: it is changing hands too fast"),
+						 errhint("Retry the transaction.")));
+		}
+	}
+
+	if (!scheduled)
+		QueueXactMadeReady(q->qno, priority, seq);
+	QueueSpiEnd();
+	PG_RETURN_INT64(id);
+}
+
+PG_FUNCTION_INFO_V1(queue_enqueue_batch);
+Datum
+queue_enqueue_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *qname = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	text	   *group_key = PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5);
+	ArrayType  *payloads;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	bool		scheduled;
+	TimestampTz run_at;
+	int32		priority;
+	QueueInfo  *q;
+	Datum	   *ids;
+	int64		first_seq = 0;
+	Datum		values[6];
+	char		nulls[6] = "      ";
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payloads must not be null"),
+				 errhint("Pass an array of JSON objects, for example ARRAY['{\"n\":1}', '{\"n\":2}']::jsonb[].")));
+	payloads = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(payloads) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("payloads must be a one-dimensional array"),
+				 errhint("Flatten the array; each element is one job.")));
+	deconstruct_array(payloads, JSONBOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &n);
+	if (n > QUEUE_MAX_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot enqueue %d jobs in one call", n),
+				 errdetail("The limit is %d.", QUEUE_MAX_BATCH),
+				 errhint("Split the array into several calls.")));
+	for (int i = 0; i < n; i++)
+	{
+		if (elem_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("payload (element %d) must not be null", i + 1),
+					 errhint("Pass '{}' for a job that needs no data.")));
+		check_payload(DatumGetJsonbP(elems[i]), i);
+	}
+	run_at = resolve_run_at(fcinfo, 2, 3, &scheduled);
+	priority = get_priority(fcinfo, 4);
+	queue_check_key("group_key", group_key);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	QueueSpiBegin();
+	q = QueueLookupByName(qname);
+	if (n == 0)
+	{
+		QueueSpiEnd();
+		return (Datum) 0;
+	}
+
+	ids = palloc(n * sizeof(Datum));
+	for (int i = 0; i < n; i++)
+	{
+		int64		seq = QueueNextSeq(q);
+
+		if (i == 0)
+			first_seq = seq;
+		ids[i] = Int64GetDatum(seq * QUEUE_ID_FACTOR + q->qno);
+	}
+
+	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(payloads);
+	values[2] = TimestampTzGetDatum(run_at);
+	values[3] = BoolGetDatum(scheduled);
+	values[4] = Int32GetDatum(priority);
+	values[5] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
+	nulls[5] = group_key ? ' ' : 'n';
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0) != SPI_OK_INSERT ||
+		SPI_processed != (uint64) n)
+		elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
+
+	if (!scheduled)
+		QueueXactMadeReady(q->qno, priority, first_seq);
+	QueueSpiEnd();
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull = false;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &ids[i], &isnull);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,371 @@
+/*-------------------------------------------------------------------------
+ *
+ * finish.c
+ *	  What a consumer does with a claimed job: queue.complete, queue.fail,
+ *	  queue.extend and queue.release.
+ *
+ * Each takes an optional attempt number, the fencing token claim handed
+ * out.  With a token, a job that is no longer this consumer's (its lease
+ * ran out and it was returned or claimed again) is left alone and the call
+ * reports that with false or NULL; without one, acting on a job that is
+ * not running is an error.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "queue.h"
+
+#define QUEUE_MAX_ERROR_LEN		65536
+
+static int64
+get_job_id(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job id must not be null"),
+				 errhint("Pass the id returned by queue.claim().")));
+	return PG_GETARG_INT64(0);
+}
+
+static void
+check_positive(const char *what, Interval *iv, bool zero_ok)
+{
+	Interval	zero = {0};
+	bool		bad;
+
+	bad = DatumGetBool(DirectFunctionCall2(zero_ok ? interval_lt : interval_le,
+										   IntervalPGetDatum(iv), IntervalPGetDatum(&zero)));
+	if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %s", what, zero_ok ? "zero or positive" : "positive"),
+				 errhint("Pass an interval such as '30 seconds'.")));
+}
+
+/* Error for acting on a job that is not running, naming what it is. */
+static void
+report_not_running(QueueInfo *q, int64 id, const char *verb)
+{
+	Datum		arg = Int64GetDatum(id);
+	char	   *state = NULL;
+
+	if (q != NULL &&
+		SPI_execute_plan(QueueGetPlan(q, PLAN_STATE), &arg, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("job " INT64_FORMAT " is not running", id),
+			 state ? errdetail("It is %s.", state)
+			 : errdetail("It does not exist or has already finished."),
+			 errhint("Only a job taken by queue.claim() can be %s; pass the attempt it returned to have a stale call return instead of failing.", verb)));
+}
+
+/* Lock a running job; returns its attempt, or -1 if it is not ours. */
+static int32
+lock_running(QueueInfo *q, int64 id, Datum token, bool has_token)
+{
+	Datum		args[2];
+	char		nulls[2] = "  ";
+	bool		isnull;
+
+	args[0] = Int64GetDatum(id);
+	args[1] = token;
+	nulls[1] = has_token ? ' ' : 'n';
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_LOCK_RUNNING), args, nulls, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock job " INT64_FORMAT, id);
+	if (SPI_processed == 0)
+		return -1;
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Approximate length of an interval in microseconds, for backoff. */
+static double
+interval_usecs(const Interval *iv)
+{
+	return (double) iv->time + (double) iv->day * USECS_PER_DAY +
+		(double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/* Complete the given ids (all of queue q); returns how many finished. */
+static uint64
+complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
+{
+	Datum		args[3];
+	char		nulls[3] = "   ";
+	int			ret;
+
+	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	args[1] = token;
+	nulls[1] = has_token ? ' ' : 'n';
+	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
+						   args, nulls, false, 0);
+	if (ret != SPI_OK_INSERT && ret != SPI_OK_DELETE)
+		elog(ERROR, "could not complete jobs of queue \"%s\"", q->name);
+	if (SPI_processed > 0)
+		QueueXactFinished(q->qno, SPI_processed, 0);
+	return SPI_processed;
+}
+
+PG_FUNCTION_INFO_V1(queue_complete);
+Datum
+queue_complete(PG_FUNCTION_ARGS)
+{
+	int64		id = get_job_id(fcinfo);
+	bool		has_token = !PG_ARGISNULL(1);
+	Datum		idd = Int64GetDatum(id);
+	QueueInfo  *q;
+	bool		done;
+
+	QueueSpiBegin();
+	q = QueueLookupById(id, has_token);
+	done = q != NULL && complete_ids(q, &idd, 1, PG_GETARG_DATUM(1), has_token) == 1;
+	if (!done && !has_token)
+		report_not_running(q, id, "completed");
+	QueueSpiEnd();
+	PG_RETURN_BOOL(done);
+}
+
+static int
+cmp_qno(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a) % QUEUE_ID_FACTOR;
+	int64		y = DatumGetInt64(*(const Datum *) b) % QUEUE_ID_FACTOR;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * queue.complete(ids bigint[]): completes those of the ids that are
+ * running and returns how many; the others are left as they are.
+ */
+PG_FUNCTION_INFO_V1(queue_complete_many);
+Datum
+queue_complete_many(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr;
+	Datum	   *ids;
+	bool	   *nulls;
+	int			n;
+	int64		total = 0;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ids must not be null"),
+				 errhint("Pass an array of job ids returned by queue.claim().")));
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	deconstruct_array(arr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("ids must not contain null (element %d)", i + 1),
+					 errhint("Remove the nulls from the array.")));
+
+	/* One statement per queue the ids belong to. */
+	qsort(ids, n, sizeof(Datum), cmp_qno);
+	QueueSpiBegin();
+	for (int start = 0; start < n;)
+	{
+		int			end = start + 1;
+		QueueInfo  *q;
+
+		while (end < n && cmp_qno(&ids[start], &ids[end]) == 0)
+			end++;
+		q = QueueLookupById(DatumGetInt64(ids[start]), true);
+		if (q != NULL)
+			total += complete_ids(q, &ids[start], end - start, (Datum) 0, false);
+		start = end;
+	}
+	QueueSpiEnd();
+	PG_RETURN_INT64(total);
+}
+
+PG_FUNCTION_INFO_V1(queue_fail);
+Datum
+queue_fail(PG_FUNCTION_ARGS)
+{
+	int64		id = get_job_id(fcinfo);
+	text	   *error;
+	Interval   *retry_in = PG_ARGISNULL(2) ? NULL : PG_GETARG_INTERVAL_P(2);
+	bool		has_token = !PG_ARGISNULL(3);
+	QueueInfo  *q;
+	int32		attempt;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz run_at = now;
+	const char *state;
+	Datum		args[5];
+	bool		isnull;
+	char	   *msg;
+	int			len;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("error must not be null"),
+				 errhint("Pass a description of what went wrong; it is kept in last_error and the job's history.")));
+	error = PG_GETARG_TEXT_PP(1);
+	if (retry_in != NULL)
+		check_positive("retry_in", retry_in, true);
+
+	/* Keep stack traces, not megabytes of output. */
+	msg = text_to_cstring(error);
+	len = strlen(msg);
+	if (len > QUEUE_MAX_ERROR_LEN)
+	{
+		len = pg_mbcliplen(msg, len, QUEUE_MAX_ERROR_LEN);
+		msg[len] = '\0';
+		msg = psprintf("%s... (truncated)", msg);
+	}
+
+	QueueSpiBegin();
+	q = QueueLookupById(id, has_token);
+	attempt = q != NULL ? lock_running(q, id, PG_GETARG_DATUM(3), has_token) : -1;
+	if (attempt < 0)
+	{
+		if (!has_token)
+			report_not_running(q, id, "failed");
+		QueueSpiEnd();
+		PG_RETURN_NULL();
+	}
+
+	if (attempt >= q->max_attempts)
+		state = "dead";
+	else
+	{
+		if (retry_in != NULL)
+			run_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															 TimestampTzGetDatum(now),
+															 IntervalPGetDatum(retry_in)));
+		else
+		{
+			/* base * 2^(attempt-1), capped, shortened by up to half */
+			double		delay = interval_usecs(&q->backoff_base) * pow(2.0, attempt - 1);
+
+			delay = Min(delay, interval_usecs(&q->backoff_max));
+			delay *= 1.0 - 0.5 * pg_prng_double(&pg_global_prng_state);
+			run_at = now + (int64) delay;
+		}
+		state = run_at > now ? "scheduled" : "ready";
+	}
+
+	args[0] = Int64GetDatum(id);
+	args[1] = CStringGetTextDatum(state);
+	args[2] = TimestampTzGetDatum(run_at);
+	args[3] = CStringGetTextDatum(msg);
+	args[4] = TimestampTzGetDatum(now);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "could not record failure of job " INT64_FORMAT, id);
+	if (strcmp(state, "ready") == 0)
+		QueueXactMadeReady(q->qno,
+						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+	QueueXactFinished(q->qno, 0, 1);
+	QueueSpiEnd();
+	PG_RETURN_TEXT_P(cstring_to_text(strcmp(state, "dead") == 0 ? "dead" : "retry"));
+}
+
+PG_FUNCTION_INFO_V1(queue_extend);
+Datum
+queue_extend(PG_FUNCTION_ARGS)
+{
+	int64		id = get_job_id(fcinfo);
+	bool		has_token = !PG_ARGISNULL(2);
+	QueueInfo  *q;
+	Datum		args[3];
+	char		nulls[3] = "   ";
+	TimestampTz until = 0;
+	bool		isnull;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be null"),
+				 errhint("Pass how long from now the job stays yours, for example '30 seconds'.")));
+	check_positive("lease", PG_GETARG_INTERVAL_P(1), false);
+
+	QueueSpiBegin();
+	q = QueueLookupById(id, has_token);
+	if (q != NULL)
+	{
+		args[0] = Int64GetDatum(id);
+		args[1] = PG_GETARG_DATUM(2);
+		nulls[1] = has_token ? ' ' : 'n';
+		args[2] = DirectFunctionCall2(timestamptz_pl_interval,
+									  TimestampTzGetDatum(GetCurrentTimestamp()),
+									  PG_GETARG_DATUM(1));
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_EXTEND), args, nulls, false, 1) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "could not extend lease of job " INT64_FORMAT, id);
+		if (SPI_processed == 1)
+			until = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (until == 0)
+	{
+		if (!has_token)
+			report_not_running(q, id, "extended");
+		QueueSpiEnd();
+		PG_RETURN_NULL();
+	}
+	QueueSpiEnd();
+	PG_RETURN_TIMESTAMPTZ(until);
+}
+
+PG_FUNCTION_INFO_V1(queue_release);
+Datum
+queue_release(PG_FUNCTION_ARGS)
+{
+	int64		id = get_job_id(fcinfo);
+	bool		has_token = !PG_ARGISNULL(2);
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz run_at = PG_ARGISNULL(1) ? now : PG_GETARG_TIMESTAMPTZ(1);
+	QueueInfo  *q;
+	Datum		args[4];
+	bool		scheduled = run_at > now;
+	bool		isnull;
+
+	if (TIMESTAMP_NOT_FINITE(run_at))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_at must be a finite time"),
+				 errhint("Leave it out to make the job ready at once.")));
+
+	QueueSpiBegin();
+	q = QueueLookupById(id, has_token);
+	if (q == NULL || lock_running(q, id, PG_GETARG_DATUM(2), has_token) < 0)
+	{
+		if (!has_token)
+			report_not_running(q, id, "released");
+		QueueSpiEnd();
+		PG_RETURN_BOOL(false);
+	}
+
+	args[0] = Int64GetDatum(id);
+	args[1] = CStringGetTextDatum(scheduled ? "scheduled" : "ready");
+	args[2] = TimestampTzGetDatum(run_at);
+	args[3] = TimestampTzGetDatum(now);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "could not release job " INT64_FORMAT, id);
+	if (!scheduled)
+		QueueXactMadeReady(q->qno,
+						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+	QueueSpiEnd();
+	PG_RETURN_BOOL(true);
+}

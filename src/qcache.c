@@ -1,0 +1,505 @@
+/*-------------------------------------------------------------------------
+ *
+ * qcache.c
+ *	  Each backend's cache of queue definitions and of the saved SPI plans
+ *	  that run against each queue's tables.
+ *
+ * queue_config rows are read once per backend and kept until a
+ * transaction that changed queue_config commits; queue._invalidate() sends
+ * a relcache invalidation for queue_config then, and our callback marks the
+ * whole cache stale.  Plans of a stale cache may still be executing further
+ * up the stack, so they are freed only at the end of the transaction.
+ *
+ * All SPI work runs with search_path pinned to pg_catalog (and no pg_temp),
+ * so neither a caller's search_path nor objects it created can change what
+ * our statements mean, and saved plans are never replanned for a change of
+ * search_path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "queue.h"
+
+static HTAB *queue_by_qno = NULL;
+static MemoryContext queue_cache_cxt = NULL;
+static bool queue_cache_stale = false;
+static Oid	queue_config_relid = InvalidOid;
+static List *dead_plans = NIL;
+static OverrideSearchPath *pinned_path = NULL;
+
+static void
+queue_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == queue_config_relid)
+		queue_cache_stale = true;
+}
+
+static void
+free_dead_plans(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, dead_plans)
+		SPI_freeplan((SPIPlanPtr) lfirst(lc));
+	list_free(dead_plans);
+	dead_plans = NIL;
+}
+
+void
+QueueCacheInit(void)
+{
+	CacheRegisterRelcacheCallback(queue_relcache_callback, (Datum) 0);
+	RegisterXactCallback(free_dead_plans, NULL);
+}
+
+static void
+queue_cache_reset(void)
+{
+	HASH_SEQ_STATUS status;
+	QueueInfo  *q;
+	MemoryContext old;
+	HASHCTL		ctl;
+
+	if (queue_by_qno != NULL)
+	{
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		hash_seq_init(&status, queue_by_qno);
+		while ((q = hash_seq_search(&status)) != NULL)
+		{
+			for (int i = 0; i < NUM_QUEUE_PLANS; i++)
+				if (q->plans[i] != NULL)
+					dead_plans = lappend(dead_plans, q->plans[i]);
+		}
+		MemoryContextSwitchTo(old);
+		hash_destroy(queue_by_qno);
+	}
+
+	if (queue_cache_cxt == NULL)
+		queue_cache_cxt = AllocSetContextCreate(CacheMemoryContext, "queue cache",
+												ALLOCSET_SMALL_SIZES);
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(QueueInfo);
+	ctl.hcxt = queue_cache_cxt;
+	queue_by_qno = hash_create("queue cache", 32, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	queue_cache_stale = false;
+}
+
+/*
+ * Connect to SPI with search_path pinned.  The override is popped by
+ * QueueSpiEnd, or by transaction abort if an error intervenes.
+ */
+void
+QueueSpiBegin(void)
+{
+	if (pinned_path == NULL)
+	{
+		pinned_path = MemoryContextAllocZero(TopMemoryContext, sizeof(OverrideSearchPath));
+		pinned_path->schemas = NIL;
+		pinned_path->addCatalog = true;
+		pinned_path->addTemp = false;
+	}
+	SPI_connect();
+	PushOverrideSearchPath(pinned_path);
+}
+
+void
+QueueSpiEnd(void)
+{
+	PopOverrideSearchPath();
+	SPI_finish();
+}
+
+static void
+ensure_extension(void)
+{
+	Oid			nsp = get_namespace_oid("queue", true);
+
+	if (OidIsValid(nsp))
+		queue_config_relid = get_relname_relid("queue_config", nsp);
+	if (!OidIsValid(nsp) || !OidIsValid(queue_config_relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"queue\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION queue.")));
+}
+
+/*
+ * Read a queue_config row (selected by name or by number) into the cache.
+ * Returns NULL if there is none.  Must be called inside QueueSpiBegin.
+ */
+static QueueInfo *
+load_queue(const char *name, int32 qno)
+{
+	Datum		arg;
+	Oid			argtype;
+	int			ret;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	int32		found_qno;
+	QueueInfo  *q;
+	bool		found;
+
+	if (name != NULL)
+	{
+		arg = CStringGetTextDatum(name);
+		argtype = TEXTOID;
+	}
+	else
+	{
+		arg = Int32GetDatum(qno);
+		argtype = INT4OID;
+	}
+	ret = SPI_execute_with_args(name != NULL ?
+								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
+								" retention > interval '0', paused FROM queue.queue_config WHERE name = $1" :
+								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
+								" retention > interval '0', paused FROM queue.queue_config WHERE qno = $1",
+								1, &argtype, &arg, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read queue.queue_config: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		return NULL;
+
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	found_qno = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+	q = hash_search(queue_by_qno, &found_qno, HASH_ENTER, &found);
+	if (found)
+		return q;
+	memset(((char *) q) + sizeof(int32), 0, sizeof(QueueInfo) - sizeof(int32));
+	strlcpy(q->name, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)), NAMEDATALEN);
+	q->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+	q->lease = *DatumGetIntervalP(SPI_getbinval(tup, desc, 4, &isnull));
+	q->backoff_base = *DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull));
+	q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
+	q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+	q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+	q->seqid = InvalidOid;
+	return q;
+}
+
+static void
+check_queue_name(const char *name, int len)
+{
+	bool		ok = len >= 1 && len <= 48 && name[0] >= 'a' && name[0] <= 'z';
+
+	for (int i = 0; ok && i < len; i++)
+		ok = (name[i] >= 'a' && name[i] <= 'z') ||
+			(name[i] >= '0' && name[i] <= '9') || name[i] == '_';
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid queue name \"%s\"", name),
+				 errdetail("Queue names are 1 to 48 lowercase letters, digits and underscores, starting with a letter."),
+				 errhint("Choose a name such as 'emails' or 'sms_bulk'.")));
+}
+
+/* Must be called inside QueueSpiBegin. */
+QueueInfo *
+QueueLookupByName(text *name)
+{
+	char	   *str;
+	HASH_SEQ_STATUS status;
+	QueueInfo  *q;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue name must not be null"),
+				 errhint("Pass the name of a queue, for example 'emails'.")));
+	str = text_to_cstring(name);
+	check_queue_name(str, strlen(str));
+
+	if (queue_by_qno == NULL || queue_cache_stale)
+	{
+		ensure_extension();
+		queue_cache_reset();
+	}
+
+	hash_seq_init(&status, queue_by_qno);
+	while ((q = hash_seq_search(&status)) != NULL)
+	{
+		if (strcmp(q->name, str) == 0)
+		{
+			hash_seq_term(&status);
+			return q;
+		}
+	}
+
+	q = load_queue(str, 0);
+	if (q == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue \"%s\" does not exist", str),
+				 errhint("Create it with queue.create('%s'), or list queues with SELECT * FROM queue.queues.", str)));
+	return q;
+}
+
+/* Must be called inside QueueSpiBegin. */
+QueueInfo *
+QueueLookupById(int64 id, bool missing_ok)
+{
+	int32		qno = (int32) (id % QUEUE_ID_FACTOR);
+	QueueInfo  *q = NULL;
+
+	if (queue_by_qno == NULL || queue_cache_stale)
+	{
+		ensure_extension();
+		queue_cache_reset();
+	}
+	if (id > 0)
+	{
+		q = hash_search(queue_by_qno, &qno, HASH_FIND, NULL);
+		if (q == NULL)
+			q = load_queue(NULL, qno);
+	}
+	if (q == NULL && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("job " INT64_FORMAT " does not exist", id),
+				 errdetail("No queue holds job ids like it."),
+				 errhint("Job ids are returned by queue.enqueue() and queue.claim().")));
+	return q;
+}
+
+int64
+QueueNextSeq(QueueInfo *q)
+{
+	if (!OidIsValid(q->seqid))
+	{
+		char		seqname[NAMEDATALEN + 8];
+
+		snprintf(seqname, sizeof(seqname), "q_%s_seq", q->name);
+		q->seqid = get_relname_relid(seqname, get_namespace_oid("queue", false));
+		if (!OidIsValid(q->seqid))
+			elog(ERROR, "sequence queue.%s is missing", seqname);
+	}
+	return nextval_internal(q->seqid, true);
+}
+
+/* The text of one plan, for queue q. */
+static char *
+plan_sql(QueueInfo *q, QueuePlanId which)
+{
+	StringInfoData buf;
+	char		tname[NAMEDATALEN + 4];
+	char		aname[NAMEDATALEN + 4];
+	char		sname[NAMEDATALEN + 8];
+	const char *t;
+	const char *a;
+	const char *s;
+	const char *claim_pick = NULL;
+
+	snprintf(tname, sizeof(tname), "q_%s", q->name);
+	snprintf(aname, sizeof(aname), "a_%s", q->name);
+	snprintf(sname, sizeof(sname), "q_%s_seq", q->name);
+	t = quote_qualified_identifier("queue", tname);
+	a = quote_qualified_identifier("queue", aname);
+	s = quote_literal_cstr(quote_qualified_identifier("queue", sname));
+
+	initStringInfo(&buf);
+	switch (which)
+	{
+		case PLAN_INSERT:
+		case PLAN_INSERT_DEDUP:
+			appendStringInfo(&buf,
+							 "INSERT INTO %s (id, rank, run_at, enqueued_at, state, priority, attempt,"
+							 " group_key, dedup_key, payload)"
+							 " VALUES ($1, $1 / 1000000, $2, now(),"
+							 " CASE WHEN $3 THEN 'scheduled' ELSE 'ready' END::queue.job_state,"
+							 " $4, 0, $5, $6, $7)", t);
+			if (which == PLAN_INSERT_DEDUP)
+				appendStringInfoString(&buf,
+									   " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
+									   " AND state <> 'dead' DO NOTHING RETURNING id");
+			break;
+		case PLAN_FIND_DEDUP:
+			appendStringInfo(&buf,
+							 "SELECT id FROM %s WHERE dedup_key = $1 AND state <> 'dead'", t);
+			break;
+		case PLAN_INSERT_BATCH:
+			appendStringInfo(&buf,
+							 "INSERT INTO %s (id, rank, run_at, enqueued_at, state, priority, attempt,"
+							 " group_key, payload)"
+							 " SELECT u.id, u.id / 1000000, $3, now(),"
+							 " CASE WHEN $4 THEN 'scheduled' ELSE 'ready' END::queue.job_state,"
+							 " $5, 0, $6, u.p FROM unnest($1, $2) AS u(id, p)", t);
+			break;
+		case PLAN_PROMOTE:
+			appendStringInfo(&buf,
+							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
+							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
+							 " WHERE state = 'scheduled' AND run_at <= $1"
+							 " ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))"
+							 " RETURNING priority, rank)"
+							 " SELECT count(*), max(priority), min(rank) FROM u", t, s, t);
+			break;
+		case PLAN_CLAIM_FRONT:
+			claim_pick = "state = 'ready' ORDER BY priority DESC, rank";
+			break;
+		case PLAN_CLAIM_AT:
+			claim_pick = "state = 'ready' AND priority = $6 AND rank >= $7 ORDER BY rank";
+			break;
+		case PLAN_CLAIM_BELOW:
+			claim_pick = "state = 'ready' AND priority < $6 ORDER BY priority DESC, rank";
+			break;
+		case PLAN_COMPLETE_ARCHIVE:
+			appendStringInfo(&buf,
+							 "WITH d AS (DELETE FROM %s WHERE id = ANY ($1) AND state = 'running'"
+							 " AND ($2::int IS NULL OR attempt = $2) RETURNING *)"
+							 " INSERT INTO %s (id, finished_at, run_at, enqueued_at, claimed_at, priority,"
+							 " attempt, state, group_key, dedup_key, last_error, history, payload)"
+							 " SELECT id, $3, run_at, enqueued_at, claimed_at, priority, attempt, 'done',"
+							 " group_key, dedup_key, last_error, history, payload FROM d", t, a);
+			break;
+		case PLAN_COMPLETE_DELETE:
+			appendStringInfo(&buf,
+							 "DELETE FROM %s WHERE id = ANY ($1) AND state = 'running'"
+							 " AND ($2::int IS NULL OR attempt = $2) AND $3 IS NOT NULL", t);
+			break;
+		case PLAN_LOCK_RUNNING:
+			appendStringInfo(&buf,
+							 "SELECT attempt FROM %s WHERE id = $1 AND state = 'running'"
+							 " AND ($2::int IS NULL OR attempt = $2) FOR UPDATE", t);
+			break;
+		case PLAN_FAIL:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET state = $2::queue.job_state, run_at = $3,"
+							 " rank = CASE WHEN $2 = 'dead' THEN rank ELSE nextval(%s) END,"
+							 " lease_until = NULL, owner_pid = NULL, owner_start = NULL, last_error = $4,"
+							 " history = coalesce(history, '[]') || jsonb_build_object('event', 'failed',"
+							 " 'at', $5, 'attempt', attempt, 'claimed_at', claimed_at, 'detail', $4)"
+							 " WHERE id = $1 RETURNING priority, rank", t, s);
+			break;
+		case PLAN_RELEASE:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET state = $2::queue.job_state, run_at = $3, rank = nextval(%s),"
+							 " attempt = attempt - 1, lease_until = NULL, owner_pid = NULL, owner_start = NULL,"
+							 " history = coalesce(history, '[]') || jsonb_build_object('event', 'released',"
+							 " 'at', $4, 'attempt', attempt, 'claimed_at', claimed_at)"
+							 " WHERE id = $1 RETURNING priority, rank", t, s);
+			break;
+		case PLAN_EXTEND:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET lease_until = $3 WHERE id = $1 AND state = 'running'"
+							 " AND ($2::int IS NULL OR attempt = $2) RETURNING lease_until", t);
+			break;
+		case PLAN_STATE:
+			appendStringInfo(&buf, "SELECT state::text FROM %s WHERE id = $1", t);
+			break;
+		case NUM_QUEUE_PLANS:
+			elog(ERROR, "invalid plan id");
+	}
+
+	if (claim_pick != NULL)
+		appendStringInfo(&buf,
+						 "WITH u AS (UPDATE %s SET state = 'running', attempt = attempt + 1,"
+						 " claimed_at = $5, lease_until = $5 + $1, owner_pid = $3, owner_start = $4"
+						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
+						 " RETURNING id, payload, attempt, group_key, enqueued_at, lease_until, priority, rank)"
+						 " SELECT id, payload, attempt, group_key, enqueued_at, lease_until, priority, rank"
+						 " FROM u ORDER BY priority DESC, rank", t, t, claim_pick);
+	return buf.data;
+}
+
+static int
+plan_args(QueuePlanId which, Oid *types)
+{
+	static const Oid insert[] = {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, JSONBOID};
+	static const Oid batch[] = {INT8ARRAYOID, JSONBARRAYOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID};
+	static const Oid claim[] = {INTERVALOID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT8OID};
+	static const Oid complete[] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID};
+	static const Oid fail[] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
+	static const Oid release[] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	static const Oid id_attempt_ts[] = {INT8OID, INT4OID, TIMESTAMPTZOID};
+	const Oid  *src;
+	int			n;
+
+	switch (which)
+	{
+		case PLAN_INSERT:
+		case PLAN_INSERT_DEDUP:
+			src = insert, n = lengthof(insert);
+			break;
+		case PLAN_FIND_DEDUP:
+			types[0] = TEXTOID;
+			return 1;
+		case PLAN_INSERT_BATCH:
+			src = batch, n = lengthof(batch);
+			break;
+		case PLAN_PROMOTE:
+			types[0] = TIMESTAMPTZOID;
+			return 1;
+		case PLAN_CLAIM_FRONT:
+			src = claim, n = 5;
+			break;
+		case PLAN_CLAIM_AT:
+			src = claim, n = 7;
+			break;
+		case PLAN_CLAIM_BELOW:
+			src = claim, n = 6;
+			break;
+		case PLAN_COMPLETE_ARCHIVE:
+		case PLAN_COMPLETE_DELETE:
+			src = complete, n = lengthof(complete);
+			break;
+		case PLAN_FAIL:
+			src = fail, n = lengthof(fail);
+			break;
+		case PLAN_RELEASE:
+			src = release, n = lengthof(release);
+			break;
+		case PLAN_LOCK_RUNNING:
+			src = id_attempt_ts, n = 2;
+			break;
+		case PLAN_EXTEND:
+			src = id_attempt_ts, n = 3;
+			break;
+		case PLAN_STATE:
+			types[0] = INT8OID;
+			return 1;
+		default:
+			elog(ERROR, "invalid plan id");
+	}
+	memcpy(types, src, n * sizeof(Oid));
+	return n;
+}
+
+/* The saved plan for one statement on queue q; made on first use. */
+SPIPlanPtr
+QueueGetPlan(QueueInfo *q, QueuePlanId which)
+{
+	Oid			types[8];
+	int			nargs;
+	SPIPlanPtr	plan;
+
+	if (q->plans[which] != NULL)
+		return q->plans[which];
+
+	nargs = plan_args(which, types);
+	plan = SPI_prepare(plan_sql(q, which), nargs, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare statement for queue \"%s\": %s",
+			 q->name, SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	q->plans[which] = plan;
+	return plan;
+}

@@ -1,0 +1,128 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *	  Module entry point: settings, hooks, and the small SQL-callable
+ *	  helpers the extension script uses.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+
+#include "queue.h"
+
+PG_MODULE_MAGIC;
+
+int			queue_max_payload_size = 1024 * 1024;
+int			queue_max_queues = 1024;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("queue.max_payload_size",
+							"Largest payload accepted by queue.enqueue, in bytes.",
+							"Larger payloads are refused with an error.",
+							&queue_max_payload_size,
+							1024 * 1024, 16, MaxAllocSize / 2,
+							PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queue.max_queues",
+							"Number of queues whose claim cursor and counters are kept in shared memory.",
+							"Queues beyond this number still work, without the cursor.",
+							&queue_max_queues,
+							1024, 16, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("queue");
+
+	QueueCacheInit();
+	QueueXactInit();
+
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+		return;
+
+	QueueShmemRequest();
+}
+
+/*
+ * Group and dedup keys are free text but bounded, so that a runaway key
+ * cannot bloat the unique index.
+ */
+void
+queue_check_key(const char *what, text *key)
+{
+	if (key != NULL && VARSIZE_ANY_EXHDR(key) > QUEUE_MAX_KEY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s is too long", what),
+				 errdetail("It has %d bytes; the limit is %d.",
+						   (int) VARSIZE_ANY_EXHDR(key), QUEUE_MAX_KEY_LEN),
+				 errhint("Use a shorter key, for example a hash of the long one.")));
+}
+
+/*
+ * queue._invalidate(): make every backend reread queue_config after this
+ * transaction commits.  The relcache message is transactional, which is
+ * exactly when the new configuration becomes visible.
+ */
+PG_FUNCTION_INFO_V1(queue_invalidate);
+Datum
+queue_invalidate(PG_FUNCTION_ARGS)
+{
+	Oid			nsp = get_namespace_oid("queue", false);
+	Oid			relid = get_relname_relid("queue_config", nsp);
+
+	if (OidIsValid(relid))
+		CacheInvalidateRelcacheByRelid(relid);
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._reset_cursor(qno, forget): the calling transaction may make jobs ready
+ * anywhere in the claim order, or holds locks on ready jobs that a claim
+ * skips over; when it ends, either way, claims start again from the front.
+ * forget (queue.drop) removes the queue's shared state at commit.
+ */
+PG_FUNCTION_INFO_V1(queue_reset_cursor);
+Datum
+queue_reset_cursor(PG_FUNCTION_ARGS)
+{
+	QueueXactResetAtEnd(PG_GETARG_INT32(0), PG_GETARG_BOOL(1));
+	PG_RETURN_VOID();
+}
+
+/* queue._recent_counts(qno): completions and failures in the last minute */
+PG_FUNCTION_INFO_V1(queue_recent_counts);
+Datum
+queue_recent_counts(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		completed;
+	int64		failed;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	if (QueueRecentCounts(PG_GETARG_INT32(0), &completed, &failed))
+	{
+		values[0] = Int64GetDatum(completed);
+		values[1] = Int64GetDatum(failed);
+	}
+	else
+		nulls[0] = nulls[1] = true;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.h
+ *	  Declarations shared by the C sources of the queue extension.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEUE_H
+#define QUEUE_H
+
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+
+/*
+ * A job id is (value drawn from the queue's sequence) * QUEUE_ID_FACTOR +
+ * the queue's number, so any function given only an id knows its queue.
+ */
+#define QUEUE_ID_FACTOR		INT64CONST(1000000)
+#define QUEUE_MAX_CLAIM		10000
+#define QUEUE_MAX_KEY_LEN	512
+
+/* Saved plans of one queue, made on first use by each backend. */
+typedef enum QueuePlanId
+{
+	PLAN_INSERT,				/* enqueue one job */
+	PLAN_INSERT_DEDUP,			/* enqueue one job with a dedup_key */
+	PLAN_FIND_DEDUP,			/* the unfinished job holding a dedup_key */
+	PLAN_INSERT_BATCH,			/* enqueue an array of jobs */
+	PLAN_PROMOTE,				/* scheduled jobs that came due become ready */
+	PLAN_CLAIM_FRONT,			/* claim scanning the ready index from its start */
+	PLAN_CLAIM_AT,				/* claim from the cursor within its priority */
+	PLAN_CLAIM_BELOW,			/* claim from the priorities below the cursor */
+	PLAN_COMPLETE_ARCHIVE,		/* complete, keeping the job in the archive */
+	PLAN_COMPLETE_DELETE,		/* complete, retention 0 */
+	PLAN_LOCK_RUNNING,			/* lock a running job for fail/release */
+	PLAN_FAIL,					/* record a failed attempt */
+	PLAN_RELEASE,				/* give a job back without a failure */
+	PLAN_EXTEND,				/* push a lease out */
+	PLAN_STATE,					/* the state of a job, for error messages */
+	NUM_QUEUE_PLANS
+} QueuePlanId;
+
+typedef struct QueueInfo
+{
+	int32		qno;			/* hash key */
+	char		name[NAMEDATALEN];
+	Oid			seqid;			/* queue.q_<name>_seq */
+	int32		max_attempts;
+	Interval	lease;
+	Interval	backoff_base;
+	Interval	backoff_max;
+	bool		keep_archive;	/* retention > 0 */
+	bool		paused;
+	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
+} QueueInfo;
+
+/* GUCs (queue.c) */
+extern int	queue_max_payload_size;
+extern int	queue_max_queues;
+
+/* queue.c */
+extern void queue_check_key(const char *what, text *key);
+
+/* qcache.c: finding a queue and its plans */
+extern void QueueCacheInit(void);
+extern QueueInfo *QueueLookupByName(text *name);
+extern QueueInfo *QueueLookupById(int64 id, bool missing_ok);
+extern SPIPlanPtr QueueGetPlan(QueueInfo *q, QueuePlanId which);
+extern void QueueSpiBegin(void);
+extern void QueueSpiEnd(void);
+extern int64 QueueNextSeq(QueueInfo *q);
+
+/* shmem.c: per-queue state shared by all backends */
+extern void QueueShmemRequest(void);
+extern bool QueueShmemActive(void);
+extern bool QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen);
+extern void QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen);
+extern void QueueCursorLower(int32 qno, int32 prio, int64 rank);
+extern void QueueCursorReset(int32 qno);
+extern void QueueSharedForget(int32 qno);
+extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
+extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);
+extern bool QueuePromoteDue(int32 qno, TimestampTz now);
+
+/* xact.c: what a transaction must tell shared memory when it ends */
+extern void QueueXactInit(void);
+extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
+extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank);
+extern void QueueXactResetAtEnd(int32 qno, bool forget);
+extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
+
+#endif							/* QUEUE_H */

@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  Per-queue state shared by all backends: the claim cursor and the
+ *	  counters behind queue.stats.
+ *
+ * The state lives in a hash table keyed by (database, queue number),
+ * created at postmaster start when the library is preloaded.  Without
+ * preloading every function here is a harmless no-op: claims scan from
+ * the front of the ready index and recent counts are unknown.
+ *
+ * Locking: the LWLock protects the hash table's shape; it is held shared
+ * to find an entry and to use it, exclusively to add or remove one.  Each
+ * entry's fields are protected by its spinlock, held only for a few
+ * instructions.
+ *
+ * The cursor is a lower bound on the claim order: no ready job sorts before
+ * (cursor_prio, cursor_rank), where jobs sort by priority descending, then
+ * rank.  Claims start their index scan there instead of walking over the
+ * dead entries of jobs already claimed.  Anything that may put a ready job
+ * before the cursor lowers it (and bumps gen) after the job becomes
+ * visible; a claim raises it only if gen did not move since before its
+ * snapshot was taken, so a raise can never skip a job it could not see.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "queue.h"
+
+#define RECENT_SECONDS		60
+#define PROMOTE_INTERVAL_MS	50
+
+typedef struct QueueSharedKey
+{
+	Oid			dboid;
+	int32		qno;
+} QueueSharedKey;
+
+typedef struct QueueShared
+{
+	QueueSharedKey key;
+	slock_t		mutex;
+	bool		cursor_valid;
+	int32		cursor_prio;
+	int64		cursor_rank;
+	uint64		gen;
+	TimestampTz promote_checked;
+	int64		bucket_sec[RECENT_SECONDS];
+	int64		completed[RECENT_SECONDS];
+	int64		failed[RECENT_SECONDS];
+} QueueShared;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static HTAB *queue_shared_hash = NULL;
+static LWLock *queue_shared_lock = NULL;
+
+static void
+queue_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(hash_estimate_size(queue_max_queues, sizeof(QueueShared)));
+	RequestNamedLWLockTranche("queue", 1);
+}
+
+static void
+queue_shmem_startup(void)
+{
+	HASHCTL		info;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	queue_shared_lock = &(GetNamedLWLockTranche("queue"))->lock;
+	info.keysize = sizeof(QueueSharedKey);
+	info.entrysize = sizeof(QueueShared);
+	queue_shared_hash = ShmemInitHash("queue state",
+									  queue_max_queues, queue_max_queues,
+									  &info, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+QueueShmemRequest(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = queue_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = queue_shmem_startup;
+}
+
+/*
+ * Find (or make) the entry of a queue of the current database.  Returns
+ * with the LWLock held shared, or NULL without it when there is no shared
+ * state or the table is full.
+ */
+static QueueShared *
+queue_shared_acquire(int32 qno)
+{
+	QueueSharedKey key;
+	QueueShared *entry;
+	bool		found;
+
+	if (queue_shared_hash == NULL)
+		return NULL;
+
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.qno = qno;
+
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+	LWLockRelease(queue_shared_lock);
+
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	entry = hash_search(queue_shared_hash, &key, HASH_ENTER_NULL, &found);
+	if (entry != NULL && !found)
+	{
+		SpinLockInit(&entry->mutex);
+		entry->cursor_valid = false;
+		entry->cursor_prio = 0;
+		entry->cursor_rank = 0;
+		entry->gen = 0;
+		entry->promote_checked = 0;
+		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
+		memset(entry->completed, 0, sizeof(entry->completed));
+		memset(entry->failed, 0, sizeof(entry->failed));
+	}
+	LWLockRelease(queue_shared_lock);
+	if (entry == NULL)
+		return NULL;
+
+	/* Look again: queue.drop may have removed it in between. */
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL)
+		LWLockRelease(queue_shared_lock);
+	return entry;
+}
+
+static inline void
+queue_shared_release(void)
+{
+	LWLockRelease(queue_shared_lock);
+}
+
+bool
+QueueShmemActive(void)
+{
+	return queue_shared_hash != NULL;
+}
+
+/* True when (p1, r1) sorts before (p2, r2) in claim order. */
+static inline bool
+key_before(int32 p1, int64 r1, int32 p2, int64 r2)
+{
+	return p1 > p2 || (p1 == p2 && r1 < r2);
+}
+
+bool
+QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		valid;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	valid = e->cursor_valid;
+	*prio = e->cursor_prio;
+	*rank = e->cursor_rank;
+	*gen = e->gen;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return valid;
+}
+
+void
+QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->gen == gen &&
+		(!e->cursor_valid || key_before(e->cursor_prio, e->cursor_rank, prio, rank)))
+	{
+		e->cursor_valid = true;
+		e->cursor_prio = prio;
+		e->cursor_rank = rank;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCursorLower(int32 qno, int32 prio, int64 rank)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->cursor_valid && key_before(prio, rank, e->cursor_prio, e->cursor_rank))
+	{
+		e->cursor_prio = prio;
+		e->cursor_rank = rank;
+	}
+	e->gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCursorReset(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->cursor_valid = false;
+	e->gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/* A dropped queue's entry is removed, so that its slot can be reused. */
+void
+QueueSharedForget(int32 qno)
+{
+	QueueSharedKey key;
+
+	if (queue_shared_hash == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.qno = qno;
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	hash_search(queue_shared_hash, &key, HASH_REMOVE, NULL);
+	LWLockRelease(queue_shared_lock);
+}
+
+/*
+ * Whether a claim should look for scheduled jobs that came due.  With
+ * shared memory, one claim per PROMOTE_INTERVAL_MS per queue does it
+ * (the background worker promotes on time); without, every claim does.
+ */
+bool
+QueuePromoteDue(int32 qno, TimestampTz now)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		due;
+
+	if (e == NULL)
+		return true;
+	SpinLockAcquire(&e->mutex);
+	due = now - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000);
+	if (due)
+		e->promote_checked = now;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return due;
+}
+
+void
+QueueCountFinished(int32 qno, int64 completed, int64 failed)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
+	int			i = sec % RECENT_SECONDS;
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->bucket_sec[i] != sec)
+	{
+		e->bucket_sec[i] = sec;
+		e->completed[i] = 0;
+		e->failed[i] = 0;
+	}
+	e->completed[i] += completed;
+	e->failed[i] += failed;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+bool
+QueueRecentCounts(int32 qno, int64 *completed, int64 *failed)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
+
+	*completed = *failed = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	for (int i = 0; i < RECENT_SECONDS; i++)
+	{
+		if (e->bucket_sec[i] > sec - RECENT_SECONDS)
+		{
+			*completed += e->completed[i];
+			*failed += e->failed[i];
+		}
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return true;
+}
