@@ -17,7 +17,7 @@ REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
 
-PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

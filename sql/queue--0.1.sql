@@ -94,6 +94,11 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_reset_cursor'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._register()
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_register'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION queue._recent_counts(qno int, OUT completed bigint, OUT failed bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'queue_recent_counts'
@@ -125,7 +130,8 @@ LANGUAGE C VOLATILE ROWS 100;
 CREATE FUNCTION queue.claim(
     queue    text,
     max_jobs int DEFAULT 1,
-    lease    interval DEFAULT NULL)
+    lease    interval DEFAULT NULL,
+    wait     interval DEFAULT NULL)
 RETURNS SETOF queue.claimed
 AS 'MODULE_PATHNAME', 'queue_claim'
 LANGUAGE C VOLATILE ROWS 10;
@@ -312,6 +318,8 @@ BEGIN
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
                    ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)', q, n);
     EXECUTE format('ALTER TABLE queue.%I ADD PRIMARY KEY (id)', q);
+    -- so that dropping the table (or the extension, with CASCADE) drops it
+    EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '_seq', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (priority DESC, rank) WHERE state = ''ready''', q || '_ready', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '_scheduled', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '_running', q);
@@ -371,7 +379,6 @@ BEGIN
         PERFORM queue._get(queue);
     END IF;
     EXECUTE format('DROP TABLE queue.%I, queue.%I', 'q_' || queue, 'a_' || queue);
-    EXECUTE format('DROP SEQUENCE queue.%I', 'q_' || queue || '_seq');
     DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
     PERFORM queue._reset_cursor(r.qno, true);
     PERFORM queue._invalidate();
@@ -527,6 +534,8 @@ DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
 BEGIN
+    -- Registered first: it must also happen if we abort holding row locks.
+    PERFORM queue._reset_cursor(r.qno);
     IF run_at IS NULL THEN
         RAISE EXCEPTION 'run_at must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass now() to run the job next.';
@@ -550,7 +559,6 @@ BEGIN
                    'event', 'rescheduled', 'at', now(), 'attempt', attempt, 'detail', 'run_at ' || $2)
          WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
     USING id, run_at, priority;
-    PERFORM queue._reset_cursor(r.qno);
 END
 $$;
 
@@ -563,6 +571,8 @@ DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
 BEGIN
+    -- Registered first: it must also happen if we abort holding row locks.
+    PERFORM queue._reset_cursor(r.qno);
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
     IF st IS NULL OR st = 'running' THEN
         RAISE EXCEPTION 'job % cannot be cancelled', id
@@ -580,7 +590,6 @@ BEGIN
                'cancelled', group_key, dedup_key, last_error, history, payload
           FROM d WHERE $2$q$, 'q_' || r.name, 'a_' || r.name)
     USING id, r.retention > interval '0';
-    PERFORM queue._reset_cursor(r.qno);
 END
 $$;
 
@@ -593,6 +602,8 @@ DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
 BEGIN
+    -- Registered first: it must also happen if we abort holding row locks.
+    PERFORM queue._reset_cursor(r.qno);
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
     IF st IS DISTINCT FROM 'dead' THEN
         RAISE EXCEPTION 'job % is not dead', id
@@ -615,7 +626,6 @@ BEGIN
             USING ERRCODE = 'unique_violation',
                   HINT = 'Cancel the dead job, or wait until the other job has finished.';
     END;
-    PERFORM queue._reset_cursor(r.qno);
 END
 $$;
 
@@ -633,12 +643,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Jobs whose payload contains the filter are deleted, for example ''{"companyId": 3345}''.';
     END IF;
+    -- Registered first: it must also happen if we abort holding row locks.
+    PERFORM queue._reset_cursor(r.qno);
     -- Running jobs belong to their consumers: they are not purged.
     EXECUTE format('DELETE FROM queue.%I WHERE state <> ''running'' AND ($1 IS NULL OR payload @> $1)',
                    'q_' || r.name)
     USING filter;
     GET DIAGNOSTICS n = ROW_COUNT;
-    PERFORM queue._reset_cursor(r.qno);
     RETURN n;
 END
 $$;
@@ -646,35 +657,48 @@ $$;
 /* ---------------------------------------------------------------- upkeep */
 
 /*
- * One pass of upkeep for one queue: returns expired leases, makes due
- * scheduled jobs ready, and deletes archived jobs past retention.  Batches
- * are bounded so that one pass never holds many row locks or runs long;
- * callers loop while work remains.
+ * One pass of upkeep for one queue: returns jobs whose lease ran out or
+ * whose claiming session is gone (orphans), makes due scheduled jobs
+ * ready, and with cleanup deletes archived jobs past retention.  Batches
+ * are bounded so that a pass never holds many row locks or runs long;
+ * callers loop while work remains.  next_due is when something falls due
+ * next (a scheduled job or a lease), for the worker's sleep.
+ *
+ * A claim is an orphan when it was committed by a session that no longer
+ * exists: pid and backend start time together identify a session, since
+ * pids are reused.  Behind a connection pooler the server session lives
+ * on, and the lease remains the guarantee.
  */
 CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
-    OUT promoted bigint, OUT expired bigint, OUT deleted bigint)
+    cleanup boolean DEFAULT true,
+    OUT promoted bigint, OUT expired bigint, OUT deleted bigint, OUT next_due timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     q   text := 'q_' || r.name;
     seq text := 'q_' || r.name || '_seq';
+    t   timestamptz := clock_timestamp();
 BEGIN
     EXECUTE format($q$
         UPDATE queue.%1$I j
            SET state = CASE WHEN j.attempt >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
                rank = nextval('queue.%2$I'),
-               run_at = greatest(j.run_at, now()),
+               run_at = greatest(j.run_at, $3),
                lease_until = NULL, owner_pid = NULL, owner_start = NULL,
-               last_error = 'lease expired',
+               last_error = CASE WHEN j.lease_until < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
                history = coalesce(j.history, '[]') || jsonb_build_object(
-                   'event', 'lease expired', 'at', now(), 'attempt', j.attempt,
-                   'claimed_at', j.claimed_at)
+                   'event', CASE WHEN j.lease_until < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                   'at', $3, 'attempt', j.attempt, 'claimed_at', j.claimed_at)
          WHERE j.id = ANY (ARRAY(
-               SELECT id FROM queue.%1$I
-                WHERE state = 'running' AND lease_until < now()
-                ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
-    USING batch, r.max_attempts;
+               SELECT s.id FROM queue.%1$I s
+                WHERE s.state = 'running'
+                  AND (s.lease_until < $3
+                       OR s.owner_pid IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.owner_pid) a
+                                       WHERE a.backend_start = s.owner_start))
+                ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
+    USING batch, r.max_attempts, t;
     GET DIAGNOSTICS expired = ROW_COUNT;
 
     EXECUTE format($q$
@@ -682,17 +706,26 @@ BEGIN
            SET state = 'ready', rank = nextval('queue.%2$I')
          WHERE j.id = ANY (ARRAY(
                SELECT id FROM queue.%1$I
-                WHERE state = 'scheduled' AND run_at <= now()
+                WHERE state = 'scheduled' AND run_at <= $2
                 ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
-    USING batch;
+    USING batch, t;
     GET DIAGNOSTICS promoted = ROW_COUNT;
 
+    deleted := 0;
+    IF cleanup THEN
+        EXECUTE format($q$
+            DELETE FROM queue.%1$I WHERE ctid = ANY (ARRAY(
+                SELECT ctid FROM queue.%1$I WHERE finished_at < $3 - $2 LIMIT $1))$q$,
+            'a_' || r.name)
+        USING batch * 10, r.retention, t;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+    END IF;
+
     EXECUTE format($q$
-        DELETE FROM queue.%1$I WHERE ctid = ANY (ARRAY(
-            SELECT ctid FROM queue.%1$I WHERE finished_at < now() - $2 LIMIT $1))$q$,
-        'a_' || r.name)
-    USING batch * 10, r.retention;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
+        SELECT least(
+            (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
+            (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
+    INTO next_due;
 
     IF expired + promoted > 0 THEN
         PERFORM queue._reset_cursor(r.qno);
@@ -727,4 +760,7 @@ $$;
 /* ---------------------------------------------------------------- access */
 
 GRANT USAGE ON SCHEMA queue TO PUBLIC;
+
+-- Have the background worker serve this database (or say there is none).
+SELECT queue._register();
 GRANT SELECT ON queue.queue_config, queue.queues, queue.stats TO PUBLIC;

@@ -18,24 +18,31 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "storage/proc.h"
+#include "tcop/pquery.h"
 #include "utils/builtins.h"
+#include "utils/portal.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "queue.h"
 
-/* The claim order of the first and last job one claim took. */
+/* How many jobs one claim took, and the claim order of the last. */
 typedef struct ClaimSpan
 {
 	int			count;
-	int32		first_prio;
-	int64		first_rank;
 	int32		last_prio;
 	int64		last_rank;
 } ClaimSpan;
 
-/* Make scheduled jobs that came due ready, in this transaction. */
-static void
-promote_due(QueueInfo *q, TimestampTz now)
+/*
+ * Make scheduled jobs that came due ready, in this transaction.  Returns
+ * whether any were, and the claim-order key all of them sort at or after.
+ */
+static bool
+promote_due(QueueInfo *q, TimestampTz now, int32 *prio, int64 *rank)
 {
 	Datum		arg = TimestampTzGetDatum(now);
 	bool		isnull;
@@ -44,10 +51,12 @@ promote_due(QueueInfo *q, TimestampTz now)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not promote scheduled jobs of queue \"%s\"", q->name);
 	tup = SPI_tuptable->vals[0];
-	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) > 0)
-		QueueXactMadeReady(q->qno,
-						   DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)),
-						   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)));
+	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) == 0)
+		return false;
+	*prio = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+	*rank = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull));
+	QueueXactMadeReady(q->qno, *prio, *rank);
+	return true;
 }
 
 /* Run one claim statement and copy what it took into the result. */
@@ -75,14 +84,112 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 
 		prio = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
 		rank = DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull));
-		if (span->count++ == 0)
-		{
-			span->first_prio = prio;
-			span->first_rank = rank;
-		}
+		span->count++;
 		span->last_prio = prio;
 		span->last_rank = rank;
 	}
+}
+
+/*
+ * One claim attempt: promote due scheduled jobs, then take up to max_jobs
+ * ready ones starting at the cursor.
+ */
+static void
+claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		args[7];
+	bool		have_cursor;
+	int32		cursor_prio = 0;
+	int64		cursor_rank = 0;
+	uint64		gen = 0;
+	bool		promoted = false;
+	int32		promoted_prio = 0;
+	int64		promoted_rank = 0;
+
+	if (QueuePromoteDue(q->qno, now))
+		promoted = promote_due(q, now, &promoted_prio, &promoted_rank);
+
+	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
+	args[2] = Int32GetDatum(MyProcPid);
+	args[3] = TimestampTzGetDatum(MyStartTimestamp);
+	args[4] = TimestampTzGetDatum(now);
+
+	/* gen must be read before the claim statements take their snapshots. */
+	have_cursor = QueueCursorGet(q->qno, &cursor_prio, &cursor_rank, &gen);
+
+	/* Jobs we just promoted are ours to see before anyone lowers the cursor. */
+	if (have_cursor && promoted &&
+		(promoted_prio > cursor_prio ||
+		 (promoted_prio == cursor_prio && promoted_rank < cursor_rank)))
+	{
+		cursor_prio = promoted_prio;
+		cursor_rank = promoted_rank;
+	}
+
+	/*
+	 * Rows we lock become ready again if we abort, even if the claim
+	 * statement itself fails halfway; claims skipping them may have moved
+	 * the cursor past, so an abort lowers it to where our scan starts.
+	 */
+	if (have_cursor)
+		QueueXactClaimed(q->qno, cursor_prio, cursor_rank);
+	else
+		QueueXactClaimed(q->qno, PG_INT32_MAX, PG_INT64_MIN);
+
+	if (have_cursor)
+	{
+		args[5] = Int32GetDatum(cursor_prio);
+		args[6] = Int64GetDatum(cursor_rank);
+		run_claim(q, PLAN_CLAIM_AT, args, max_jobs, rsinfo, span);
+		if (span->count < max_jobs)
+			run_claim(q, PLAN_CLAIM_BELOW, args, max_jobs - span->count, rsinfo, span);
+	}
+	else
+		run_claim(q, PLAN_CLAIM_FRONT, args, max_jobs, rsinfo, span);
+
+	/*
+	 * Everything before our last job is gone, or held by other claims whose
+	 * rollback will lower the cursor again.  A transaction snapshot may
+	 * predate gen, so only fresh snapshots may raise it.
+	 */
+	if (span->count > 0 && !IsolationUsesXactSnapshot())
+		QueueCursorAdvance(q->qno, span->last_prio, span->last_rank + 1, gen);
+}
+
+/*
+ * Whether nothing but this claim will use the statement's snapshot: a
+ * plain SELECT of columns from queue.claim(...) alone, in its own
+ * transaction, under READ COMMITTED.
+ */
+static bool
+sleep_needs_no_snapshot(FunctionCallInfo fcinfo)
+{
+	PlannedStmt *stmt;
+	RangeTblEntry *rte;
+	RangeTblFunction *rtf;
+	FunctionScan *fscan;
+	ListCell   *lc;
+
+	if (IsTransactionBlock() || IsolationUsesXactSnapshot() ||
+		ActivePortal == NULL || list_length(ActivePortal->stmts) != 1)
+		return false;
+	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
+	if (stmt->commandType != CMD_SELECT || list_length(stmt->rtable) != 1 ||
+		!IsA(stmt->planTree, FunctionScan) || stmt->planTree->qual != NIL)
+		return false;
+	rte = linitial_node(RangeTblEntry, stmt->rtable);
+	fscan = (FunctionScan *) stmt->planTree;
+	if (rte->rtekind != RTE_FUNCTION || list_length(fscan->functions) != 1)
+		return false;
+	rtf = linitial_node(RangeTblFunction, fscan->functions);
+	if (!IsA(rtf->funcexpr, FuncExpr) ||
+		((FuncExpr *) rtf->funcexpr)->funcid != fcinfo->flinfo->fn_oid)
+		return false;
+	foreach(lc, stmt->planTree->targetlist)
+		if (!IsA(lfirst_node(TargetEntry, lc)->expr, Var))
+			return false;
+	return true;
 }
 
 PG_FUNCTION_INFO_V1(queue_claim);
@@ -93,14 +200,14 @@ queue_claim(PG_FUNCTION_ARGS)
 	text	   *qname = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
 	int32		max_jobs;
 	Interval   *lease = PG_ARGISNULL(2) ? NULL : PG_GETARG_INTERVAL_P(2);
+	Interval   *wait = PG_ARGISNULL(3) ? NULL : PG_GETARG_INTERVAL_P(3);
+	int64		wait_ms = 0;
 	QueueInfo  *q;
-	TimestampTz now;
-	Datum		args[7];
 	ClaimSpan	span = {0};
-	bool		have_cursor;
-	int32		cursor_prio;
-	int64		cursor_rank;
-	uint64		gen = 0;
+	TimestampTz deadline = 0;
+	TimestampTz now;
+	bool		unpin = false;
+	Interval	zero = {0};
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -113,63 +220,68 @@ queue_claim(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_jobs must be between 1 and %d, not %d", QUEUE_MAX_CLAIM, max_jobs),
 				 errhint("Claim in batches of up to %d jobs.", QUEUE_MAX_CLAIM)));
-	if (lease != NULL)
+	if (lease != NULL &&
+		DatumGetBool(DirectFunctionCall2(interval_le, IntervalPGetDatum(lease),
+										 IntervalPGetDatum(&zero))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be positive"),
+				 errhint("Leave it out to use the queue's lease.")));
+	if (wait != NULL)
 	{
-		Interval	zero = {0};
+		double		secs = DatumGetFloat8(DirectFunctionCall2(interval_part,
+															  CStringGetTextDatum("epoch"),
+															  IntervalPGetDatum(wait)));
 
-		if (DatumGetBool(DirectFunctionCall2(interval_le, IntervalPGetDatum(lease),
-											 IntervalPGetDatum(&zero))))
+		if (secs < 0 || secs > 3600)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lease must be positive"),
-					 errhint("Leave it out to use the queue's lease.")));
+					 errmsg("wait must be between 0 and 1 hour"),
+					 errhint("Wait in a loop for longer; each call returns as soon as a job arrives.")));
+		wait_ms = (int64) (secs * 1000.0);
+		if (wait_ms > 0 && !QueueWakeActive())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("claim with wait needs queue in shared_preload_libraries"),
+					 errhint("Add queue to shared_preload_libraries and restart, or poll without wait.")));
 	}
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
-	if (q->paused)
+	if (wait_ms > 0)
 	{
-		QueueSpiEnd();
-		return (Datum) 0;
+		deadline = GetCurrentTimestamp() + wait_ms * INT64CONST(1000);
+		unpin = sleep_needs_no_snapshot(fcinfo);
 	}
 
-	now = GetCurrentTimestamp();
-	if (QueuePromoteDue(q->qno, now))
-		promote_due(q, now);
-
-	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
-	args[2] = Int32GetDatum(MyProcPid);
-	args[3] = TimestampTzGetDatum(MyStartTimestamp);
-	args[4] = TimestampTzGetDatum(now);
-
-	/* gen must be read before the claim statements take their snapshots. */
-	have_cursor = QueueCursorGet(q->qno, &cursor_prio, &cursor_rank, &gen);
-	if (have_cursor)
+	for (;;)
 	{
-		args[5] = Int32GetDatum(cursor_prio);
-		args[6] = Int64GetDatum(cursor_rank);
-		run_claim(q, PLAN_CLAIM_AT, args, max_jobs, rsinfo, &span);
-		if (span.count < max_jobs)
-			run_claim(q, PLAN_CLAIM_BELOW, args, max_jobs - span.count, rsinfo, &span);
-	}
-	else
-		run_claim(q, PLAN_CLAIM_FRONT, args, max_jobs, rsinfo, &span);
+		uint64		wake_gen = 0;
 
-	if (span.count > 0)
-	{
-		/* If we roll back, what we took is ready again from here on. */
-		QueueXactClaimed(q->qno, span.first_prio, span.first_rank);
+		if (wait_ms > 0)
+			wake_gen = QueueWaitPrepare(q->qno);
+		if (!q->paused)
+			claim_once(q, lease, max_jobs, rsinfo, &span);
+		if (span.count > 0 || wait_ms == 0)
+			break;
 
-		/*
-		 * Everything before our last job is gone, or held by other claims
-		 * whose rollback will lower the cursor again.  A transaction
-		 * snapshot may predate gen, so only fresh snapshots may raise it.
-		 */
-		if (!IsolationUsesXactSnapshot())
-			QueueCursorAdvance(q->qno, span.last_prio, span.last_rank + 1, gen);
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			break;
+		if (unpin)
+		{
+			/* Our snapshots are all used up; see the header comment. */
+			InvalidateCatalogSnapshot();
+			MyProc->xmin = InvalidTransactionId;
+		}
+		QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now + 999) / 1000));
+		/* The queue may have been paused, resumed or dropped meanwhile. */
+		q = QueueLookupByName(qname);
 	}
+	if (wait_ms > 0)
+		QueueWaitDone();
 
 	QueueSpiEnd();
 	return (Datum) 0;

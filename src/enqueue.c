@@ -178,7 +178,9 @@ queue_enqueue(PG_FUNCTION_ARGS)
 		}
 	}
 
-	if (!scheduled)
+	if (scheduled)
+		QueueXactScheduled(q->qno, run_at);
+	else
 		QueueXactMadeReady(q->qno, priority, seq);
 	QueueSpiEnd();
 	PG_RETURN_INT64(id);
@@ -266,7 +268,9 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		SPI_processed != (uint64) n)
 		elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
 
-	if (!scheduled)
+	if (scheduled)
+		QueueXactScheduled(q->qno, run_at);
+	else
 		QueueXactMadeReady(q->qno, priority, first_seq);
 	QueueSpiEnd();
 

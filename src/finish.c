@@ -271,7 +271,9 @@ queue_fail(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not record failure of job " INT64_FORMAT, id);
-	if (strcmp(state, "ready") == 0)
+	if (strcmp(state, "scheduled") == 0)
+		QueueXactScheduled(q->qno, run_at);
+	else if (strcmp(state, "ready") == 0)
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
@@ -362,7 +364,9 @@ queue_release(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not release job " INT64_FORMAT, id);
-	if (!scheduled)
+	if (scheduled)
+		QueueXactScheduled(q->qno, run_at);
+	else
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));

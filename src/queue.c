@@ -22,6 +22,8 @@ PG_MODULE_MAGIC;
 
 int			queue_max_payload_size = 1024 * 1024;
 int			queue_max_queues = 1024;
+int			queue_max_databases = 32;
+int			queue_worker_naptime = 1000;
 
 void		_PG_init(void);
 
@@ -36,6 +38,24 @@ _PG_init(void)
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("queue.worker_naptime",
+							"Longest time the background worker sleeps between upkeep passes.",
+							"It also wakes when work comes due or producers commit; this bounds how late an expired lease is noticed.",
+							&queue_worker_naptime,
+							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	QueueCacheInit();
+	QueueXactInit();
+
+	/* What sizes shared memory can only be set when it is made. */
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+	{
+		MarkGUCPrefixReserved("queue");
+		return;
+	}
+
 	DefineCustomIntVariable("queue.max_queues",
 							"Number of queues whose claim cursor and counters are kept in shared memory.",
 							"Queues beyond this number still work, without the cursor.",
@@ -44,15 +64,19 @@ _PG_init(void)
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("queue.max_databases",
+							"Number of databases the background worker can serve.",
+							NULL,
+							&queue_max_databases,
+							32, 1, 10000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("queue");
 
-	QueueCacheInit();
-	QueueXactInit();
-
-	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
-		return;
-
 	QueueShmemRequest();
+	QueueWorkerRegister();
+	QueueUtilityHookInstall();
 }
 
 /*
@@ -99,6 +123,25 @@ Datum
 queue_reset_cursor(PG_FUNCTION_ARGS)
 {
 	QueueXactResetAtEnd(PG_GETARG_INT32(0), PG_GETARG_BOOL(1));
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._register(): called by CREATE EXTENSION.  Has the background
+ * worker serve this database once the transaction commits, or says that
+ * there is no worker.
+ */
+PG_FUNCTION_INFO_V1(queue_register);
+Datum
+queue_register(PG_FUNCTION_ARGS)
+{
+	if (QueueWakeActive())
+		QueueXactRegisterDatabase();
+	else
+		ereport(NOTICE,
+				(errmsg("the queue background worker is not running"),
+				 errdetail("queue is not in shared_preload_libraries, so nothing returns expired leases, promotes scheduled jobs on time or notifies listeners."),
+				 errhint("Add queue to shared_preload_libraries and restart, or call SELECT queue.tick() periodically.")));
 	PG_RETURN_VOID();
 }
 

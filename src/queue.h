@@ -55,9 +55,26 @@ typedef struct QueueInfo
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
 } QueueInfo;
 
+/* What the launcher and a database worker share about one database. */
+typedef struct QueueDbSlot
+{
+	Oid			dboid;			/* InvalidOid: free slot */
+	bool		registered;		/* the extension may be installed there */
+	pid_t		pid;			/* its worker, or 0 */
+	struct Latch *latch;		/* its worker's latch, or NULL */
+	bool		notify_pending; /* some queue has listeners to wake */
+	bool		notify_all;		/* ... and we could not tell which */
+	bool		orphan_check;	/* a backend holding claims exited */
+	TimestampTz wake_at;		/* earliest newly scheduled job, or 0 */
+	TimestampTz hold_until;		/* no worker before this (DROP DATABASE) */
+	TimestampTz next_start;		/* no restart before this (after a crash) */
+} QueueDbSlot;
+
 /* GUCs (queue.c) */
 extern int	queue_max_payload_size;
 extern int	queue_max_queues;
+extern int	queue_max_databases;
+extern int	queue_worker_naptime;
 
 /* queue.c */
 extern void queue_check_key(const char *what, text *key);
@@ -82,6 +99,32 @@ extern void QueueSharedForget(int32 qno);
 extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);
 extern bool QueuePromoteDue(int32 qno, TimestampTz now);
+extern int	QueueMarkNotify(int32 qno);
+extern List *QueueTakeNotifications(Oid dboid);
+
+/* wake.c: waking workers and waiting claims */
+extern Size QueueWakeShmemSize(void);
+extern void QueueWakeShmemInit(void);
+extern bool QueueWakeActive(void);
+extern void QueueRegisterDatabase(Oid dboid);
+extern void QueueSignalReady(int32 qno);
+extern void QueueSignalScheduled(TimestampTz at);
+extern void QueueSignalClaimerExit(void);
+extern uint64 QueueWaitPrepare(int32 qno);
+extern void QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms);
+extern void QueueWaitDone(void);
+extern void QueueLauncherAttach(struct Latch *latch);
+extern int	QueueDbSlotsCopy(QueueDbSlot *out);
+extern void QueueDbSlotSet(Oid dboid, bool forget, pid_t pid, TimestampTz next_start);
+extern bool QueueDbWorkerAttach(Oid dboid, struct Latch *latch);
+extern void QueueDbWorkerDetach(Oid dboid, bool unregister);
+extern void QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all,
+							  bool *orphans, TimestampTz *wake_at);
+extern void QueueDbWorkerHold(Oid dboid, TimestampTz hold_until);
+
+/* worker.c */
+extern void QueueWorkerRegister(void);
+extern void QueueUtilityHookInstall(void);
 
 /* xact.c: what a transaction must tell shared memory when it ends */
 extern void QueueXactInit(void);
@@ -89,5 +132,7 @@ extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
 extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank);
 extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
+extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
+extern void QueueXactRegisterDatabase(void);
 
 #endif							/* QUEUE_H */

@@ -54,6 +54,7 @@ typedef struct QueueShared
 	int64		cursor_rank;
 	uint64		gen;
 	TimestampTz promote_checked;
+	bool		notify_pending;
 	int64		bucket_sec[RECENT_SECONDS];
 	int64		completed[RECENT_SECONDS];
 	int64		failed[RECENT_SECONDS];
@@ -70,6 +71,7 @@ queue_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(hash_estimate_size(queue_max_queues, sizeof(QueueShared)));
+	RequestAddinShmemSpace(QueueWakeShmemSize());
 	RequestNamedLWLockTranche("queue", 1);
 }
 
@@ -88,6 +90,7 @@ queue_shmem_startup(void)
 	queue_shared_hash = ShmemInitHash("queue state",
 									  queue_max_queues, queue_max_queues,
 									  &info, HASH_ELEM | HASH_BLOBS);
+	QueueWakeShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -135,6 +138,7 @@ queue_shared_acquire(int32 qno)
 		entry->cursor_rank = 0;
 		entry->gen = 0;
 		entry->promote_checked = 0;
+		entry->notify_pending = false;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
 		memset(entry->completed, 0, sizeof(entry->completed));
 		memset(entry->failed, 0, sizeof(entry->failed));
@@ -275,6 +279,55 @@ QueuePromoteDue(int32 qno, TimestampTz now)
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 	return due;
+}
+
+/*
+ * Mark a queue as having listeners to wake: 1 if newly marked, 0 if it
+ * already was, -1 if the queue has no shared entry.
+ */
+int
+QueueMarkNotify(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		was;
+
+	if (e == NULL)
+		return -1;
+	SpinLockAcquire(&e->mutex);
+	was = e->notify_pending;
+	e->notify_pending = true;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return was ? 0 : 1;
+}
+
+/* Queue numbers of a database marked for NOTIFY; clears the marks. */
+List *
+QueueTakeNotifications(Oid dboid)
+{
+	HASH_SEQ_STATUS status;
+	QueueShared *e;
+	List	   *result = NIL;
+
+	if (queue_shared_hash == NULL)
+		return NIL;
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	hash_seq_init(&status, queue_shared_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		bool		marked;
+
+		if (e->key.dboid != dboid)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		marked = e->notify_pending;
+		e->notify_pending = false;
+		SpinLockRelease(&e->mutex);
+		if (marked)
+			result = lappend_int(result, e->key.qno);
+	}
+	LWLockRelease(queue_shared_lock);
+	return result;
 }
 
 void

@@ -10,13 +10,20 @@
  * if the subtransaction rolls back, and handed to the parent if it
  * commits.
  *
+ * At commit the same moment wakes others (wake.c): claims waiting on the
+ * queue, the worker that NOTIFYs listeners, and the worker that promotes
+ * scheduled jobs when the new job is due earlier than anything it knew.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "storage/ipc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "queue.h"
 
@@ -32,11 +39,15 @@ typedef struct PendingQueue
 	int64		claim_rank;
 	bool		reset;			/* reset the cursor at end, either way */
 	bool		forget;			/* drop the shared state at commit */
+	TimestampTz scheduled_at;	/* earliest job scheduled, or 0 */
 	int64		completed;
 	int64		failed;
 } PendingQueue;
 
 static List *pending = NIL;
+static bool register_db = false;
+static bool claimed_any = false;
+static bool exit_hook_set = false;
 
 static PendingQueue *
 pending_entry(int32 qno)
@@ -108,6 +119,31 @@ QueueXactResetAtEnd(int32 qno, bool forget)
 }
 
 void
+QueueXactScheduled(int32 qno, TimestampTz run_at)
+{
+	PendingQueue *p;
+
+	if (!QueueShmemActive())
+		return;
+	p = pending_entry(qno);
+	if (p->scheduled_at == 0 || run_at < p->scheduled_at)
+		p->scheduled_at = run_at;
+}
+
+void
+QueueXactRegisterDatabase(void)
+{
+	register_db = true;
+}
+
+/* A backend that committed claims tells the worker when it exits. */
+static void
+claimer_exit(int code, Datum arg)
+{
+	QueueSignalClaimerExit();
+}
+
+void
 QueueXactFinished(int32 qno, int64 completed, int64 failed)
 {
 	PendingQueue *p;
@@ -138,9 +174,20 @@ apply_commit(PendingQueue *p)
 		return;
 	}
 	if (p->reset)
+	{
 		QueueCursorReset(p->qno);
+		QueueSignalReady(p->qno);
+		QueueSignalScheduled(GetCurrentTimestamp());
+	}
 	else if (p->made_ready)
+	{
 		QueueCursorLower(p->qno, p->ready_prio, p->ready_rank);
+		QueueSignalReady(p->qno);
+	}
+	if (p->scheduled_at != 0)
+		QueueSignalScheduled(p->scheduled_at);
+	if (p->claimed)
+		claimed_any = true;
 	if (p->completed != 0 || p->failed != 0)
 		QueueCountFinished(p->qno, p->completed, p->failed);
 }
@@ -149,6 +196,13 @@ static void
 queue_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
+
+	if (event == XACT_EVENT_COMMIT && register_db)
+		QueueRegisterDatabase(MyDatabaseId);
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		register_db = false;
 
 	if (pending == NIL)
 		return;
@@ -166,7 +220,7 @@ queue_xact_callback(XactEvent event, void *arg)
 			{
 				PendingQueue *p = (PendingQueue *) lfirst(lc);
 
-				if (p->made_ready || p->claimed || p->reset)
+				if (p->made_ready || p->claimed || p->reset || p->scheduled_at != 0)
 					ereport(ERROR,
 							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							 errmsg("cannot PREPARE a transaction that enqueued, claimed or rescheduled jobs"),
@@ -179,6 +233,11 @@ queue_xact_callback(XactEvent event, void *arg)
 			foreach(lc, pending)
 				apply_commit((PendingQueue *) lfirst(lc));
 			pending = NIL;
+			if (claimed_any && !exit_hook_set)
+			{
+				before_shmem_exit(claimer_exit, (Datum) 0);
+				exit_hook_set = true;
+			}
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:

@@ -1,0 +1,398 @@
+/*-------------------------------------------------------------------------
+ *
+ * wake.c
+ *	  Who is woken when: the registry of databases served by background
+ *	  workers, and the condition variables that claim(wait =>) sleeps on.
+ *
+ * Producers never send NOTIFY themselves (a NOTIFY takes a database-wide
+ * lock at commit that serializes every notifying transaction).  Instead,
+ * when a transaction that made jobs ready commits, xact.c marks the queue
+ * in shared memory, sets its database worker's latch, and broadcasts the
+ * queue's wait slot; the worker sends one NOTIFY per marked queue.
+ *
+ * Locking: one spinlock protects the database slots; it is held only to
+ * read or write a few fields, never across a latch set or a wait.  Wait
+ * slots are condition variables plus a counter, indexed by a hash of
+ * (database, queue): queues sharing a slot only see spurious wakeups.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "common/hashfn.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "queue.h"
+
+#define QUEUE_WAIT_SLOTS	256
+
+typedef struct QueueWaitSlot
+{
+	ConditionVariable cv;
+	pg_atomic_uint64 gen;
+} QueueWaitSlot;
+
+typedef struct QueueWakeShared
+{
+	slock_t		mutex;
+	Latch	   *launcher_latch;
+	QueueWaitSlot waits[QUEUE_WAIT_SLOTS];
+	QueueDbSlot dbs[FLEXIBLE_ARRAY_MEMBER];
+} QueueWakeShared;
+
+static QueueWakeShared *wake = NULL;
+
+Size
+QueueWakeShmemSize(void)
+{
+	return add_size(offsetof(QueueWakeShared, dbs),
+					mul_size(queue_max_databases, sizeof(QueueDbSlot)));
+}
+
+void
+QueueWakeShmemInit(void)
+{
+	bool		found;
+
+	wake = ShmemInitStruct("queue wakeups", QueueWakeShmemSize(), &found);
+	if (!found)
+	{
+		memset(wake, 0, QueueWakeShmemSize());
+		SpinLockInit(&wake->mutex);
+		for (int i = 0; i < QUEUE_WAIT_SLOTS; i++)
+		{
+			ConditionVariableInit(&wake->waits[i].cv);
+			pg_atomic_init_u64(&wake->waits[i].gen, 0);
+		}
+	}
+}
+
+bool
+QueueWakeActive(void)
+{
+	return wake != NULL;
+}
+
+/* Slot of a database; with create, allocated if missing.  Hold mutex. */
+static QueueDbSlot *
+db_slot(Oid dboid, bool create)
+{
+	QueueDbSlot *free_slot = NULL;
+
+	for (int i = 0; i < queue_max_databases; i++)
+	{
+		if (wake->dbs[i].dboid == dboid)
+			return &wake->dbs[i];
+		if (free_slot == NULL && wake->dbs[i].dboid == InvalidOid)
+			free_slot = &wake->dbs[i];
+	}
+	if (create && free_slot != NULL)
+	{
+		memset(free_slot, 0, sizeof(QueueDbSlot));
+		free_slot->dboid = dboid;
+	}
+	return create ? free_slot : NULL;
+}
+
+/* CREATE EXTENSION committed in a database: have the launcher serve it. */
+void
+QueueRegisterDatabase(Oid dboid)
+{
+	QueueDbSlot *slot;
+	Latch	   *latch = NULL;
+
+	if (wake == NULL)
+		return;
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, true);
+	if (slot != NULL)
+	{
+		slot->registered = true;
+		slot->next_start = 0;
+	}
+	latch = wake->launcher_latch;
+	SpinLockRelease(&wake->mutex);
+	if (slot == NULL)
+		ereport(WARNING,
+				(errmsg("queue cannot serve more than %d databases", queue_max_databases),
+				 errhint("Raise queue.max_databases and restart the server, or call queue.tick() periodically in this database.")));
+	if (latch)
+		SetLatch(latch);
+}
+
+/* Wake the worker serving a database, if any. */
+static void
+wake_db(Oid dboid, bool notify, bool notify_all, bool orphans, TimestampTz at)
+{
+	QueueDbSlot *slot;
+	Latch	   *latch = NULL;
+
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL)
+	{
+		bool		news = false;
+
+		if (notify && !slot->notify_pending)
+			slot->notify_pending = news = true;
+		if (notify_all && !slot->notify_all)
+			slot->notify_all = news = true;
+		if (orphans && !slot->orphan_check)
+			slot->orphan_check = news = true;
+		if (at != 0 && (slot->wake_at == 0 || at < slot->wake_at))
+		{
+			slot->wake_at = at;
+			news = true;
+		}
+		if (news)
+			latch = slot->latch;
+	}
+	SpinLockRelease(&wake->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
+static QueueWaitSlot *
+wait_slot(int32 qno)
+{
+	return &wake->waits[hash_combine(MyDatabaseId, qno) % QUEUE_WAIT_SLOTS];
+}
+
+/*
+ * A committed transaction made jobs of queue qno claimable: wake waiting
+ * claims and have the worker notify listeners.
+ */
+void
+QueueSignalReady(int32 qno)
+{
+	QueueWaitSlot *w;
+
+	if (wake == NULL)
+		return;
+	w = wait_slot(qno);
+	pg_atomic_fetch_add_u64(&w->gen, 1);
+	ConditionVariableBroadcast(&w->cv);
+	switch (QueueMarkNotify(qno))
+	{
+		case 1:
+			wake_db(MyDatabaseId, true, false, false, 0);
+			break;
+		case -1:
+			/* no shared entry for this queue: notify them all */
+			wake_db(MyDatabaseId, false, true, false, 0);
+			break;
+		default:
+			break;				/* already pending */
+	}
+}
+
+/* A committed transaction scheduled a job of this database for at. */
+void
+QueueSignalScheduled(TimestampTz at)
+{
+	if (wake != NULL)
+		wake_db(MyDatabaseId, false, false, false, at);
+}
+
+/* A backend that committed claims is exiting: its jobs may be orphans. */
+void
+QueueSignalClaimerExit(void)
+{
+	if (wake != NULL)
+		wake_db(MyDatabaseId, false, false, true, 0);
+}
+
+/*
+ * claim(wait =>) support.  QueueWaitPrepare returns the slot's counter
+ * after registering as a sleeper; QueueWaitSleep sleeps unless the counter
+ * moved meanwhile, so a broadcast between the two is never missed even if
+ * the claim in between consumed our latch.
+ */
+uint64
+QueueWaitPrepare(int32 qno)
+{
+	QueueWaitSlot *w = wait_slot(qno);
+
+	ConditionVariablePrepareToSleep(&w->cv);
+	return pg_atomic_read_u64(&w->gen);
+}
+
+void
+QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms)
+{
+	QueueWaitSlot *w = wait_slot(qno);
+
+	if (pg_atomic_read_u64(&w->gen) == gen)
+		(void) ConditionVariableTimedSleep(&w->cv, timeout_ms, PG_WAIT_EXTENSION);
+}
+
+void
+QueueWaitDone(void)
+{
+	ConditionVariableCancelSleep();
+}
+
+/* ---------------------------------------------------------------- workers */
+
+void
+QueueLauncherAttach(Latch *latch)
+{
+	SpinLockAcquire(&wake->mutex);
+	wake->launcher_latch = latch;
+	SpinLockRelease(&wake->mutex);
+}
+
+/* Copy of every used database slot, for the launcher. */
+int
+QueueDbSlotsCopy(QueueDbSlot *out)
+{
+	int			n = 0;
+
+	SpinLockAcquire(&wake->mutex);
+	for (int i = 0; i < queue_max_databases; i++)
+		if (wake->dbs[i].dboid != InvalidOid)
+			out[n++] = wake->dbs[i];
+	SpinLockRelease(&wake->mutex);
+	return n;
+}
+
+/* Update what the launcher decides about a database. */
+void
+QueueDbSlotSet(Oid dboid, bool forget, pid_t pid, TimestampTz next_start)
+{
+	QueueDbSlot *slot;
+
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL)
+	{
+		if (forget)
+			slot->dboid = InvalidOid;
+		else
+		{
+			slot->pid = pid;
+			slot->next_start = next_start;
+		}
+	}
+	SpinLockRelease(&wake->mutex);
+}
+
+/*
+ * A database worker takes its slot; false if the slot is gone (the
+ * database was unregistered) or another worker has it.
+ */
+bool
+QueueDbWorkerAttach(Oid dboid, Latch *latch)
+{
+	QueueDbSlot *slot;
+	bool		ok = false;
+
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL && (slot->latch == NULL || slot->pid == MyProcPid))
+	{
+		slot->latch = latch;
+		slot->pid = MyProcPid;
+		slot->orphan_check = true;	/* claimers may have died while nobody served */
+		ok = true;
+	}
+	SpinLockRelease(&wake->mutex);
+	return ok;
+}
+
+/* The worker leaves; with unregister, the extension is gone from its database. */
+void
+QueueDbWorkerDetach(Oid dboid, bool unregister)
+{
+	QueueDbSlot *slot;
+	Latch	   *latch;
+
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL && slot->pid == MyProcPid)
+	{
+		slot->latch = NULL;
+		slot->pid = 0;
+		if (unregister)
+			slot->dboid = InvalidOid;
+	}
+	latch = wake->launcher_latch;
+	SpinLockRelease(&wake->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
+/*
+ * What a database worker has been asked to do since it last looked:
+ * notifications, an orphan check, the earliest scheduled time it was told.
+ */
+void
+QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all, bool *orphans, TimestampTz *wake_at)
+{
+	QueueDbSlot *slot;
+
+	*notify = *notify_all = *orphans = false;
+	*wake_at = 0;
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL)
+	{
+		*notify = slot->notify_pending;
+		*notify_all = slot->notify_all;
+		*orphans = slot->orphan_check;
+		*wake_at = slot->wake_at;
+		slot->notify_pending = false;
+		slot->notify_all = false;
+		slot->orphan_check = false;
+		slot->wake_at = 0;
+	}
+	SpinLockRelease(&wake->mutex);
+}
+
+/*
+ * Stop the worker of a database and keep it stopped until hold_until, so
+ * that DROP DATABASE and friends do not find it connected.  Waits up to
+ * five seconds for it to exit.
+ */
+void
+QueueDbWorkerHold(Oid dboid, TimestampTz hold_until)
+{
+	QueueDbSlot *slot;
+	pid_t		pid = 0;
+
+	if (wake == NULL)
+		return;
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL)
+	{
+		slot->hold_until = hold_until;
+		pid = slot->pid;
+	}
+	SpinLockRelease(&wake->mutex);
+	if (pid == 0)
+		return;
+
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 500; i++)
+	{
+		bool		gone;
+
+		SpinLockAcquire(&wake->mutex);
+		slot = db_slot(dboid, false);
+		gone = slot == NULL || slot->pid != pid;
+		SpinLockRelease(&wake->mutex);
+		if (gone)
+			break;
+		pg_usleep(10000);
+		CHECK_FOR_INTERRUPTS();
+	}
+}

@@ -1,0 +1,558 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The background workers: a launcher, and one worker per database in
+ *	  which the extension is installed.
+ *
+ * The launcher is registered at postmaster start (shared_preload_libraries)
+ * and starts only once recovery has finished, so a standby stays idle until
+ * it is promoted.  It is connected to no database: it asks every database
+ * once, at its start, whether the extension is there (by starting that
+ * database's worker, which leaves if not), and afterwards learns of new
+ * installations from CREATE EXTENSION (wake.c).
+ *
+ * A database worker sleeps until the earliest of: the next scheduled job
+ * or lease expiry it knows of, queue.worker_naptime, or its latch, which
+ * committing producers set when they make work ready (to send NOTIFYs),
+ * schedule an earlier job, or exit while holding claims.  Each queue's
+ * upkeep runs as the owner of the queue's table, never as superuser, in a
+ * subtransaction of its own so that one broken queue cannot stall others.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "queue.h"
+
+#define CLEANUP_INTERVAL_MS		10000
+#define ORPHAN_RECHECK_MS		50
+#define RESTART_DELAY_MS		5000
+#define HOLD_MS					10000
+
+PGDLLEXPORT void queue_launcher_main(Datum arg);
+PGDLLEXPORT void queue_db_worker_main(Datum arg);
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+void
+QueueWorkerRegister(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "queue", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "queue_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "queue launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "queue launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+/* ---------------------------------------------------------------- launcher */
+
+typedef struct Started
+{
+	Oid			dboid;
+	BackgroundWorkerHandle *handle;
+} Started;
+
+/* Oids of the databases that accept connections. */
+static List *
+connectable_databases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext outer = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		/* Templates are left alone: a worker there would block CREATE DATABASE. */
+		if (db->datallowconn && !db->datistemplate &&
+			db->datconnlimit != DATCONNLIMIT_INVALID_DB)
+		{
+			MemoryContext old = MemoryContextSwitchTo(outer);
+
+			result = lappend_oid(result, db->oid);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return result;
+}
+
+static BackgroundWorkerHandle *
+start_db_worker(Oid dboid)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "queue", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "queue_db_worker_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "queue worker for database %u", dboid);
+	strlcpy(worker.bgw_type, "queue worker", BGW_MAXLEN);
+	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		return NULL;
+	return handle;
+}
+
+void
+queue_launcher_main(Datum arg)
+{
+	List	   *started = NIL;
+	QueueDbSlot *slots = palloc(sizeof(QueueDbSlot) * queue_max_databases);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("queue launcher");
+	QueueLauncherAttach(MyLatch);
+
+	/* Ask every database once; workers leave where there is no extension. */
+	{
+		List	   *dbs = connectable_databases();
+		ListCell   *lc;
+
+		foreach(lc, dbs)
+			QueueRegisterDatabase(lfirst_oid(lc));
+	}
+
+	while (!ShutdownRequestPending)
+	{
+		int			n = QueueDbSlotsCopy(slots);
+		TimestampTz now = GetCurrentTimestamp();
+		List	   *dbs = NIL;
+		bool		dbs_read = false;
+		bool		retry_soon = false;
+		ListCell   *lc;
+
+		/* Forget workers that have exited, and why. */
+		foreach(lc, started)
+		{
+			Started    *s = (Started *) lfirst(lc);
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(s->handle, &pid) == BGWH_STOPPED)
+			{
+				for (int i = 0; i < n; i++)
+					if (slots[i].dboid == s->dboid && slots[i].pid != 0)
+					{
+						/* It died without detaching: start it again later. */
+						QueueDbSlotSet(s->dboid, false, 0, now + RESTART_DELAY_MS * INT64CONST(1000));
+						slots[i].pid = 0;
+						slots[i].next_start = now + RESTART_DELAY_MS * INT64CONST(1000);
+					}
+				pfree(s->handle);
+				started = foreach_delete_current(started, lc);
+			}
+		}
+
+		for (int i = 0; i < n; i++)
+		{
+			QueueDbSlot *slot = &slots[i];
+			bool		running = false;
+			BackgroundWorkerHandle *h;
+
+			foreach(lc, started)
+				if (((Started *) lfirst(lc))->dboid == slot->dboid)
+					running = true;
+			if (running || !slot->registered)
+				continue;
+			if (now < slot->hold_until || now < slot->next_start)
+			{
+				retry_soon = true;
+				continue;
+			}
+			if (!dbs_read)
+			{
+				dbs = connectable_databases();
+				dbs_read = true;
+			}
+			if (!list_member_oid(dbs, slot->dboid))
+			{
+				QueueDbSlotSet(slot->dboid, true, 0, 0);
+				continue;
+			}
+			h = start_db_worker(slot->dboid);
+			if (h == NULL)
+			{
+				/* No free worker slot now (max_worker_processes). */
+				retry_soon = true;
+				continue;
+			}
+			else
+			{
+				Started    *s = palloc(sizeof(Started));
+				pid_t		pid = 0;
+
+				s->dboid = slot->dboid;
+				s->handle = h;
+				started = lappend(started, s);
+				if (WaitForBackgroundWorkerStartup(h, &pid) == BGWH_STARTED)
+					QueueDbSlotSet(slot->dboid, false, pid, 0);
+			}
+		}
+		list_free(dbs);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 retry_soon ? 1000 : 60000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+	proc_exit(0);
+}
+
+/* ---------------------------------------------------------------- db worker */
+
+/*
+ * Start a transaction that holds the extension against DROP EXTENSION.
+ * Returns false, with no transaction open, if the extension is gone.
+ */
+static bool
+begin_pass(const char *activity)
+{
+	Oid			ext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	pgstat_report_activity(STATE_RUNNING, activity);
+	ext = get_extension_oid("queue", true);
+	if (OidIsValid(ext))
+	{
+		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+		ext = get_extension_oid("queue", true);
+	}
+	if (!OidIsValid(ext))
+	{
+		AbortCurrentTransaction();
+		return false;
+	}
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	return true;
+}
+
+static void
+end_pass(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* NOTIFY the listeners of every queue marked in shared memory. */
+static bool
+send_notifications(bool all)
+{
+	List	   *qnos = QueueTakeNotifications(MyDatabaseId);
+	Datum		arg;
+	Datum	   *elems;
+	int			n = list_length(qnos);
+	int			i = 0;
+	ListCell   *lc;
+	Oid			argtype = INT4ARRAYOID;
+
+	if (n == 0 && !all)
+		return true;
+	if (!begin_pass("queue: notify"))
+		return false;
+	elems = palloc(sizeof(Datum) * Max(n, 1));
+	foreach(lc, qnos)
+		elems[i++] = Int32GetDatum(lfirst_int(lc));
+	arg = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	SPI_execute_with_args(all ?
+						  "SELECT pg_catalog.pg_notify('queue_' || name, '') FROM queue.queue_config" :
+						  "SELECT pg_catalog.pg_notify('queue_' || name, '') FROM queue.queue_config"
+						  " WHERE qno = ANY ($1)",
+						  all ? 0 : 1, &argtype, &arg, NULL, false, 0);
+	end_pass();
+	return true;
+}
+
+/*
+ * Upkeep of every queue: expired leases and orphans, due scheduled jobs,
+ * and (with cleanup) archived jobs past retention.  Sets *next to the
+ * earliest time something falls due again (0 if nothing is known).
+ */
+static bool
+run_upkeep(bool cleanup, TimestampTz *next)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	int			nqueues;
+	int32	   *qnos;
+	Oid		   *owners;
+	Oid			save_userid;
+	int			save_sec;
+
+	*next = 0;
+	if (!begin_pass("queue: upkeep"))
+		return false;
+
+	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+				true, 0);
+	nqueues = SPI_processed;
+	qnos = MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1));
+	owners = MemoryContextAlloc(outer, sizeof(Oid) * Max(nqueues, 1));
+	for (int i = 0; i < nqueues; i++)
+	{
+		bool		isnull;
+
+		qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	for (int i = 0; i < nqueues; i++)
+	{
+		ResourceOwner oldowner = CurrentResourceOwner;
+		Datum		args[2];
+		Oid			argtypes[2] = {INT4OID, BOOLOID};
+
+		BeginInternalSubTransaction(NULL);
+		PG_TRY();
+		{
+			bool		isnull;
+			Datum		d;
+
+			SetUserIdAndSecContext(owners[i], save_sec | SECURITY_LOCAL_USERID_CHANGE |
+								   SECURITY_RESTRICTED_OPERATION);
+			args[0] = Int32GetDatum(qnos[i]);
+			args[1] = BoolGetDatum(cleanup);
+			SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
+								  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
+								  2, argtypes, args, NULL, false, 1);
+			if (SPI_processed == 1)
+			{
+				d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+				if (!isnull && (*next == 0 || DatumGetTimestampTz(d) < *next))
+					*next = DatumGetTimestampTz(d);
+			}
+			SetUserIdAndSecContext(save_userid, save_sec);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(outer);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			SetUserIdAndSecContext(save_userid, save_sec);
+			MemoryContextSwitchTo(outer);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(outer);
+			CurrentResourceOwner = oldowner;
+			ereport(WARNING,
+					(errmsg("queue worker could not maintain queue number %d: %s", qnos[i], edata->message),
+					 errhint("The worker tries again on its next pass.")));
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+	}
+	end_pass();
+	pfree(qnos);
+	pfree(owners);
+	return true;
+}
+
+static void
+db_worker_exit(int code, Datum arg)
+{
+	QueueDbWorkerDetach(DatumGetObjectId(arg), false);
+}
+
+void
+queue_db_worker_main(Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+	TimestampTz last_cleanup = 0;
+	TimestampTz next_upkeep = 0;
+	MemoryContext pass_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("queue worker");
+	if (!QueueDbWorkerAttach(dboid, MyLatch))
+		proc_exit(0);
+	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
+
+	/* Notifications and promotions are cheap to redo after a crash. */
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "queue worker pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	while (!ShutdownRequestPending)
+	{
+		bool		notify;
+		bool		notify_all;
+		bool		orphans;
+		TimestampTz wake_at;
+		TimestampTz now = GetCurrentTimestamp();
+		long		timeout;
+		MemoryContext old;
+
+		QueueDbWorkerTake(dboid, &notify, &notify_all, &orphans, &wake_at);
+		if (wake_at != 0 && (next_upkeep == 0 || wake_at < next_upkeep))
+			next_upkeep = wake_at;
+		if (orphans)
+		{
+			/* The exiting backend may still be listed; look again shortly. */
+			TimestampTz again = now + ORPHAN_RECHECK_MS * INT64CONST(1000);
+
+			if (next_upkeep == 0 || again < next_upkeep)
+				next_upkeep = again;
+		}
+
+		old = MemoryContextSwitchTo(pass_cxt);
+		if (next_upkeep == 0 || now >= next_upkeep || orphans)
+		{
+			bool		cleanup = now - last_cleanup >= CLEANUP_INTERVAL_MS * INT64CONST(1000);
+			TimestampTz due;
+
+			if (!run_upkeep(cleanup, &due))
+				break;
+			if (cleanup)
+				last_cleanup = now;
+			now = GetCurrentTimestamp();
+			next_upkeep = now + queue_worker_naptime * INT64CONST(1000);
+			if (due != 0 && due < next_upkeep)
+				next_upkeep = Max(due, now);
+			if (orphans)
+				next_upkeep = Min(next_upkeep, now + ORPHAN_RECHECK_MS * INT64CONST(1000));
+		}
+		if ((notify || notify_all) && !send_notifications(notify_all))
+			break;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(pass_cxt);
+
+		now = GetCurrentTimestamp();
+		timeout = next_upkeep > now ? (long) ((next_upkeep - now + 999) / 1000) : 0;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+
+	/* Here only on shutdown, or because the extension was dropped. */
+	QueueDbWorkerDetach(dboid, !ShutdownRequestPending);
+	proc_exit(0);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/*
+ * Commands that need a database to have no connections (DROP DATABASE,
+ * renaming it, using it as a template, moving it to another tablespace)
+ * would otherwise wait for, and then fail because of, its worker.
+ */
+static void
+queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	const char *dbname = NULL;
+	ListCell   *lc;
+
+	if (IsA(parsetree, DropdbStmt))
+		dbname = ((DropdbStmt *) parsetree)->dbname;
+	else if (IsA(parsetree, RenameStmt) &&
+			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) parsetree)->subname;
+	else if (IsA(parsetree, CreatedbStmt))
+	{
+		dbname = "template1";
+		foreach(lc, ((CreatedbStmt *) parsetree)->options)
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "template") == 0)
+				dbname = defGetString(lfirst_node(DefElem, lc));
+	}
+	else if (IsA(parsetree, AlterDatabaseStmt))
+	{
+		foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
+				dbname = ((AlterDatabaseStmt *) parsetree)->dbname;
+	}
+
+	if (dbname != NULL)
+	{
+		Oid			db = get_database_oid(dbname, true);
+
+		if (OidIsValid(db))
+			QueueDbWorkerHold(db, GetCurrentTimestamp() + HOLD_MS * INT64CONST(1000));
+	}
+
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+void
+QueueUtilityHookInstall(void)
+{
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = queue_process_utility;
+}
