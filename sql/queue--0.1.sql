@@ -12,7 +12,8 @@
  * makes the views span every queue and makes DROP EXTENSION refuse to drop
  * queues that still hold jobs unless CASCADE is given.
  */
-CREATE TYPE queue.job_state AS ENUM ('ready', 'scheduled', 'running', 'dead');
+-- waiting: behind an earlier unfinished job of the same group_key
+CREATE TYPE queue.job_state AS ENUM ('ready', 'scheduled', 'running', 'dead', 'waiting');
 
 CREATE SEQUENCE queue.queue_number_seq MINVALUE 1 MAXVALUE 999999 NO CYCLE;
 
@@ -24,6 +25,7 @@ CREATE TABLE queue.queue_config (
     backoff_base interval NOT NULL,
     backoff_max  interval NOT NULL,
     retention    interval NOT NULL,
+    max_running  int,
     paused       boolean NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now()
 );
@@ -73,6 +75,12 @@ CREATE TABLE queue._archive (
     payload     jsonb NOT NULL
 );
 
+-- max_running: one row per allowed running job; job is who holds it
+CREATE TABLE queue._slot (
+    slot int NOT NULL,
+    job  bigint
+);
+
 CREATE TYPE queue.claimed AS (
     id          bigint,
     payload     jsonb,
@@ -92,6 +100,11 @@ LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION queue._reset_cursor(qno int, forget boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_reset_cursor'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._lock_group(qno int, group_key text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_lock_group'
 LANGUAGE C VOLATILE STRICT;
 
 CREATE FUNCTION queue._register()
@@ -237,7 +250,7 @@ $$;
 
 CREATE FUNCTION queue._check_options(
     max_attempts int, lease interval, backoff_base interval,
-    backoff_max interval, retention interval)
+    backoff_max interval, retention interval, max_running int)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -268,10 +281,30 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Use interval ''0'' to keep no archive of finished jobs.';
     END IF;
+    IF max_running < 1 OR max_running > 100000 THEN
+        RAISE EXCEPTION 'max_running must be between 1 and 100000, not %', max_running
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Leave it out (or pass 0 to queue.alter) for no limit.';
+    END IF;
 END
 $$;
 
 /* ---------------------------------------------------------------- queues */
+
+-- Slots 1..n exist for max_running n (more may exist from a larger n).
+CREATE FUNCTION queue._add_slots(queue text, n int)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF n IS NOT NULL THEN
+        EXECUTE format('INSERT INTO queue.%I (slot) SELECT generate_series(1, $1) ON CONFLICT DO NOTHING',
+                       's_' || queue)
+        USING n;
+    END IF;
+END
+$$;
 
 CREATE FUNCTION queue.create(
     queue         text,
@@ -280,7 +313,8 @@ CREATE FUNCTION queue.create(
     backoff_base  interval DEFAULT '1 second',
     backoff_max   interval DEFAULT '1 hour',
     retention     interval DEFAULT '1 day',
-    if_not_exists boolean DEFAULT false)
+    if_not_exists boolean DEFAULT false,
+    max_running   int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -295,7 +329,7 @@ BEGIN
         RAISE EXCEPTION 'if_not_exists must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
-    PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention);
+    PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention, max_running);
 
     -- Serialize creators of the same name; the unique index would too, but
     -- only after the tables were made.
@@ -311,8 +345,8 @@ BEGIN
     END IF;
 
     n := nextval('queue.queue_number_seq');
-    INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention)
-    VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention);
+    INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention, max_running)
+    VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running);
 
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '_seq');
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
@@ -324,6 +358,10 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '_scheduled', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '_running', q);
     EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '_dedup', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, id) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '_group', q);
+    EXECUTE format('CREATE TABLE queue.%I (PRIMARY KEY (slot)) INHERITS (queue._slot)', 's_' || queue);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '_job', 's_' || queue);
+    PERFORM queue._add_slots(queue, max_running);
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._archive)', a, n);
     EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (finished_at)', a || '_finished', a);
     EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '_id', a);
@@ -339,7 +377,8 @@ CREATE FUNCTION queue.alter(
     lease        interval DEFAULT NULL,
     backoff_base interval DEFAULT NULL,
     backoff_max  interval DEFAULT NULL,
-    retention    interval DEFAULT NULL)
+    retention    interval DEFAULT NULL,
+    max_running  int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -352,11 +391,14 @@ BEGIN
     r.backoff_base := coalesce(backoff_base, r.backoff_base);
     r.backoff_max  := coalesce(backoff_max, r.backoff_max);
     r.retention    := coalesce(retention, r.retention);
-    PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention);
+    -- 0 removes the limit
+    r.max_running  := CASE WHEN max_running = 0 THEN NULL ELSE coalesce(max_running, r.max_running) END;
+    PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention, r.max_running);
     UPDATE queue.queue_config c
        SET max_attempts = r.max_attempts, lease = r.lease, backoff_base = r.backoff_base,
-           backoff_max = r.backoff_max, retention = r.retention
+           backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running
      WHERE c.qno = r.qno;
+    PERFORM queue._add_slots(queue, r.max_running);
     PERFORM queue._invalidate();
 END
 $$;
@@ -378,7 +420,7 @@ BEGIN
         END IF;
         PERFORM queue._get(queue);
     END IF;
-    EXECUTE format('DROP TABLE queue.%I, queue.%I', 'q_' || queue, 'a_' || queue);
+    EXECUTE format('DROP TABLE queue.%I, queue.%I, queue.%I', 'q_' || queue, 'a_' || queue, 's_' || queue);
     DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
     PERFORM queue._reset_cursor(r.qno, true);
     PERFORM queue._invalidate();
@@ -416,7 +458,7 @@ $$;
 
 CREATE VIEW queue.queues AS
 SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
-       c.retention, c.paused, c.created_at
+       c.retention, c.paused, c.created_at, c.max_running
   FROM queue.queue_config c;
 
 CREATE VIEW queue.jobs AS
@@ -439,7 +481,7 @@ SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
 
 CREATE FUNCTION queue._stats(r queue.queue_config,
     OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
-    OUT oldest_ready_age interval,
+    OUT waiting bigint, OUT oldest_ready_age interval,
     OUT completed_last_minute bigint, OUT failed_last_minute bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -452,12 +494,13 @@ BEGIN
                (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled' AND run_at > now()),
                (SELECT count(*) FROM queue.%1$I WHERE state = 'running'),
                (SELECT count(*) FROM queue.%1$I WHERE state = 'dead'),
+               (SELECT count(*) FROM queue.%1$I WHERE state = 'waiting'),
                now() - least(
                    (SELECT min(run_at) FROM queue.%1$I WHERE state = 'scheduled'),
                    (SELECT run_at FROM queue.%1$I WHERE state = 'ready'
                      ORDER BY priority DESC, rank LIMIT 1))
         $q$, 'q_' || r.name)
-    INTO ready, scheduled, running, dead, oldest_ready_age;
+    INTO ready, scheduled, running, dead, waiting, oldest_ready_age;
     IF oldest_ready_age < interval '0' OR (ready = 0) THEN
         oldest_ready_age := CASE WHEN ready = 0 THEN NULL ELSE interval '0' END;
     END IF;
@@ -468,10 +511,35 @@ $$;
 
 CREATE VIEW queue.stats AS
 SELECT c.name AS queue, s.ready, s.scheduled, s.running, s.dead,
-       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute
+       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute, s.waiting
   FROM queue.queue_config c, LATERAL queue._stats(c) s;
 
 /* ---------------------------------------------------------------- jobs */
+
+/*
+ * The head of group g may have left (finished, died, was cancelled or
+ * purged): if no job of the group is ready, scheduled or running, the
+ * oldest waiting one becomes the head (see src/groups.c).
+ */
+CREATE FUNCTION queue._advance_group(r queue.queue_config, g text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM queue._lock_group(r.qno, g);
+    EXECUTE format($q$
+        UPDATE queue.%1$I
+           SET rank = nextval('queue.%2$I'),
+               state = CASE WHEN run_at > clock_timestamp() THEN 'scheduled' ELSE 'ready' END::queue.job_state
+         WHERE id = (SELECT id FROM queue.%1$I WHERE group_key = $1 AND state = 'waiting' ORDER BY id LIMIT 1)
+           AND NOT EXISTS (SELECT 1 FROM queue.%1$I WHERE group_key = $1
+                            AND state IN ('ready', 'scheduled', 'running'))$q$,
+        'q_' || r.name, 'q_' || r.name || '_seq')
+    USING g;
+    PERFORM queue._reset_cursor(r.qno);
+END
+$$;
 
 CREATE FUNCTION queue.history(id bigint)
 RETURNS TABLE (at timestamptz, event text, attempt int, detail text)
@@ -541,22 +609,24 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass now() to run the job next.';
     END IF;
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
-    IF st IS NULL OR st NOT IN ('ready', 'scheduled') THEN
+    IF st IS NULL OR st NOT IN ('ready', 'scheduled', 'waiting') THEN
         RAISE EXCEPTION 'job % cannot be rescheduled', id
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = CASE WHEN st IS NULL THEN 'It does not exist or has finished.'
                                 ELSE format('It is %s.', st) END,
                   HINT = CASE WHEN st = 'dead' THEN 'Use queue.retry() to give a dead job new attempts.'
-                              ELSE 'Only jobs that are ready or scheduled can be rescheduled.' END;
+                              ELSE 'Only jobs that are not running can be rescheduled.' END;
     END IF;
     EXECUTE format($q$
         UPDATE queue.%1$I
-           SET state = CASE WHEN $2 <= now() THEN 'ready' ELSE 'scheduled' END::queue.job_state,
+           SET state = CASE WHEN state = 'waiting' THEN 'waiting'
+                            WHEN $2 <= clock_timestamp() THEN 'ready'
+                            ELSE 'scheduled' END::queue.job_state,
                run_at = greatest($2, enqueued_at),
                priority = coalesce($3, priority),
                rank = nextval('queue.%2$I'),
                history = coalesce(history, '[]') || jsonb_build_object(
-                   'event', 'rescheduled', 'at', now(), 'attempt', attempt, 'detail', 'run_at ' || $2)
+                   'event', 'rescheduled', 'at', clock_timestamp(), 'attempt', attempt, 'detail', 'run_at ' || $2)
          WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
     USING id, run_at, priority;
 END
@@ -570,6 +640,7 @@ AS $$
 DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
+    g  text;
 BEGIN
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
@@ -583,13 +654,17 @@ BEGIN
                               ELSE 'Let its consumer complete or fail it, or wait for its lease to run out.' END;
     END IF;
     EXECUTE format($q$
-        WITH d AS (DELETE FROM queue.%1$I WHERE id = $1 RETURNING *)
-        INSERT INTO queue.%2$I (id, finished_at, run_at, enqueued_at, claimed_at, priority, attempt,
-                                state, group_key, dedup_key, last_error, history, payload)
-        SELECT id, now(), run_at, enqueued_at, claimed_at, priority, attempt,
-               'cancelled', group_key, dedup_key, last_error, history, payload
-          FROM d WHERE $2$q$, 'q_' || r.name, 'a_' || r.name)
-    USING id, r.retention > interval '0';
+        WITH d AS (DELETE FROM queue.%1$I WHERE id = $1 RETURNING *),
+             a AS (INSERT INTO queue.%2$I (id, finished_at, run_at, enqueued_at, claimed_at, priority, attempt,
+                                           state, group_key, dedup_key, last_error, history, payload)
+                   SELECT id, clock_timestamp(), run_at, enqueued_at, claimed_at, priority, attempt,
+                          'cancelled', group_key, dedup_key, last_error, history, payload
+                     FROM d WHERE $2)
+        SELECT group_key FROM d$q$, 'q_' || r.name, 'a_' || r.name)
+    INTO g USING id, r.retention > interval '0';
+    IF g IS NOT NULL THEN
+        PERFORM queue._advance_group(r, g);
+    END IF;
 END
 $$;
 
@@ -601,10 +676,13 @@ AS $$
 DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
+    g  text;
+    busy boolean := false;
 BEGIN
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
-    EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    EXECUTE format('SELECT state, group_key FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name)
+       INTO st, g USING id;
     IF st IS DISTINCT FROM 'dead' THEN
         RAISE EXCEPTION 'job % is not dead', id
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -612,15 +690,23 @@ BEGIN
                                 ELSE format('It is %s.', st) END,
                   HINT = 'Only dead jobs can be retried; use queue.reschedule() to move a waiting job.';
     END IF;
+    IF g IS NOT NULL THEN
+        -- its group went on without it: it waits behind the group's head
+        PERFORM queue._lock_group(r.qno, g);
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM queue.%I WHERE group_key = $1 AND state <> ''dead'')',
+                       'q_' || r.name)
+           INTO busy USING g;
+    END IF;
     BEGIN
         EXECUTE format($q$
             UPDATE queue.%1$I
-               SET state = 'ready', attempt = 0, run_at = now(), rank = nextval('queue.%2$I'),
+               SET state = CASE WHEN $2 THEN 'waiting' ELSE 'ready' END::queue.job_state,
+                   attempt = 0, run_at = clock_timestamp(), rank = nextval('queue.%2$I'),
                    claimed_at = NULL, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
                    history = coalesce(history, '[]') || jsonb_build_object(
-                       'event', 'retried', 'at', now(), 'attempt', attempt)
+                       'event', 'retried', 'at', clock_timestamp(), 'attempt', attempt)
              WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
-        USING id;
+        USING id, busy;
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'job % cannot be retried: another unfinished job has its dedup_key', id
             USING ERRCODE = 'unique_violation',
@@ -637,6 +723,8 @@ AS $$
 DECLARE
     r queue.queue_config := queue._get(queue);
     n bigint;
+    g text;
+    groups text[];
 BEGIN
     IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
         RAISE EXCEPTION 'purge filter must be a JSON object, not %', jsonb_typeof(filter)
@@ -646,10 +734,15 @@ BEGIN
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
     -- Running jobs belong to their consumers: they are not purged.
-    EXECUTE format('DELETE FROM queue.%I WHERE state <> ''running'' AND ($1 IS NULL OR payload @> $1)',
-                   'q_' || r.name)
-    USING filter;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    EXECUTE format($q$
+        WITH d AS (DELETE FROM queue.%I WHERE state <> 'running' AND ($1 IS NULL OR payload @> $1)
+                   RETURNING group_key)
+        SELECT count(*), array_agg(DISTINCT group_key) FILTER (WHERE group_key IS NOT NULL) FROM d$q$,
+        'q_' || r.name)
+    INTO n, groups USING filter;
+    FOREACH g IN ARRAY coalesce(groups, '{}') LOOP
+        PERFORM queue._advance_group(r, g);
+    END LOOP;
     RETURN n;
 END
 $$;
@@ -679,8 +772,11 @@ DECLARE
     q   text := 'q_' || r.name;
     seq text := 'q_' || r.name || '_seq';
     t   timestamptz := clock_timestamp();
+    g   text;
+    dead_groups text[];
 BEGIN
     EXECUTE format($q$
+        WITH u AS (
         UPDATE queue.%1$I j
            SET state = CASE WHEN j.attempt >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
                rank = nextval('queue.%2$I'),
@@ -697,9 +793,15 @@ BEGIN
                        OR s.owner_pid IS NOT NULL
                           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.owner_pid) a
                                        WHERE a.backend_start = s.owner_start))
-                ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
-    USING batch, r.max_attempts, t;
-    GET DIAGNOSTICS expired = ROW_COUNT;
+                ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
+         RETURNING j.id, j.state, j.group_key),
+             f AS (UPDATE queue.%3$I s SET job = NULL FROM u WHERE s.job = u.id)
+        SELECT count(*), array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead' AND group_key IS NOT NULL)
+          FROM u$q$, q, seq, 's_' || r.name)
+    INTO expired, dead_groups USING batch, r.max_attempts, t;
+    FOREACH g IN ARRAY coalesce(dead_groups, '{}') LOOP
+        PERFORM queue._advance_group(r, g);
+    END LOOP;
 
     EXECUTE format($q$
         UPDATE queue.%1$I j

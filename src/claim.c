@@ -33,16 +33,14 @@
 typedef struct ClaimSpan
 {
 	int			count;
+	Datum	   *ids;			/* ids taken, if max_running needs them */
 	int32		last_prio;
 	int64		last_rank;
 } ClaimSpan;
 
-/*
- * Make scheduled jobs that came due ready, in this transaction.  Returns
- * whether any were, and the claim-order key all of them sort at or after.
- */
-static bool
-promote_due(QueueInfo *q, TimestampTz now, int32 *prio, int64 *rank)
+/* Make scheduled jobs that came due ready, in this transaction. */
+static void
+promote_due(QueueInfo *q, TimestampTz now)
 {
 	Datum		arg = TimestampTzGetDatum(now);
 	bool		isnull;
@@ -51,12 +49,10 @@ promote_due(QueueInfo *q, TimestampTz now, int32 *prio, int64 *rank)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not promote scheduled jobs of queue \"%s\"", q->name);
 	tup = SPI_tuptable->vals[0];
-	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) == 0)
-		return false;
-	*prio = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
-	*rank = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull));
-	QueueXactMadeReady(q->qno, *prio, *rank);
-	return true;
+	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) > 0)
+		QueueXactMadeReady(q->qno,
+						   DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)),
+						   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)));
 }
 
 /* Run one claim statement and copy what it took into the result. */
@@ -84,6 +80,8 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 
 		prio = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
 		rank = DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull));
+		if (span->ids != NULL)
+			span->ids[span->count] = values[0];
 		span->count++;
 		span->last_prio = prio;
 		span->last_rank = rank;
@@ -103,12 +101,20 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	int32		cursor_prio = 0;
 	int64		cursor_rank = 0;
 	uint64		gen = 0;
-	bool		promoted = false;
-	int32		promoted_prio = 0;
-	int64		promoted_rank = 0;
+	Datum	   *slots = NULL;
+	int			first = span->count;
 
 	if (QueuePromoteDue(q->qno, now))
-		promoted = promote_due(q, now, &promoted_prio, &promoted_rank);
+		promote_due(q, now);
+
+	/* With max_running, every job we take needs a free slot first. */
+	if (q->max_running > 0)
+	{
+		max_jobs = QueueSlotsTake(q, max_jobs, &slots);
+		if (max_jobs == 0)
+			return;
+		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
+	}
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
 	args[2] = Int32GetDatum(MyProcPid);
@@ -118,14 +124,12 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	/* gen must be read before the claim statements take their snapshots. */
 	have_cursor = QueueCursorGet(q->qno, &cursor_prio, &cursor_rank, &gen);
 
-	/* Jobs we just promoted are ours to see before anyone lowers the cursor. */
-	if (have_cursor && promoted &&
-		(promoted_prio > cursor_prio ||
-		 (promoted_prio == cursor_prio && promoted_rank < cursor_rank)))
-	{
-		cursor_prio = promoted_prio;
-		cursor_rank = promoted_rank;
-	}
+	/*
+	 * Jobs this transaction made ready (just now by promotion, or earlier)
+	 * are visible to it before its commit lowers the cursor for everyone.
+	 */
+	if (have_cursor)
+		have_cursor = QueueXactScanStart(q->qno, &cursor_prio, &cursor_rank);
 
 	/*
 	 * Rows we lock become ready again if we abort, even if the claim
@@ -155,6 +159,9 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	 */
 	if (span->count > 0 && !IsolationUsesXactSnapshot())
 		QueueCursorAdvance(q->qno, span->last_prio, span->last_rank + 1, gen);
+
+	if (slots != NULL)
+		QueueSlotsAssign(q, slots, span->ids + first, span->count - first);
 }
 
 /*

@@ -114,6 +114,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 	QueueInfo  *q;
 	int64		seq;
 	int64		id;
+	const char *state;
 	Datum		values[7];
 	char		nulls[7] = "       ";
 
@@ -131,12 +132,15 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
+	state = scheduled ? "scheduled" : "ready";
+	if (group_key != NULL && QueueGroupBusy(q, group_key))
+		state = "waiting";
 	seq = QueueNextSeq(q);
 	id = seq * QUEUE_ID_FACTOR + q->qno;
 
 	values[0] = Int64GetDatum(id);
 	values[1] = TimestampTzGetDatum(run_at);
-	values[2] = BoolGetDatum(scheduled);
+	values[2] = CStringGetTextDatum(state);
 	values[3] = Int32GetDatum(priority);
 	values[4] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
 	nulls[4] = group_key ? ' ' : 'n';
@@ -178,9 +182,9 @@ queue_enqueue(PG_FUNCTION_ARGS)
 		}
 	}
 
-	if (scheduled)
+	if (state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
-	else
+	else if (state[0] == 'r')
 		QueueXactMadeReady(q->qno, priority, seq);
 	QueueSpiEnd();
 	PG_RETURN_INT64(id);
@@ -203,8 +207,9 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 	QueueInfo  *q;
 	Datum	   *ids;
 	int64		first_seq = 0;
-	Datum		values[6];
-	char		nulls[6] = "      ";
+	const char *first_state;
+	Datum		values[7];
+	char		nulls[7] = "       ";
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -239,6 +244,9 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
+	/* Outside SPI's memory: the ids are returned after SPI_finish. */
+	ids = palloc(Max(n, 1) * sizeof(Datum));
+
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
 	if (n == 0)
@@ -247,7 +255,11 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 
-	ids = palloc(n * sizeof(Datum));
+	/* In a group, only the first job can be the head. */
+	first_state = scheduled ? "scheduled" : "ready";
+	if (group_key != NULL && QueueGroupBusy(q, group_key))
+		first_state = "waiting";
+
 	for (int i = 0; i < n; i++)
 	{
 		int64		seq = QueueNextSeq(q);
@@ -260,17 +272,18 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	values[1] = PointerGetDatum(payloads);
 	values[2] = TimestampTzGetDatum(run_at);
-	values[3] = BoolGetDatum(scheduled);
+	values[3] = CStringGetTextDatum(first_state);
 	values[4] = Int32GetDatum(priority);
 	values[5] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
 	nulls[5] = group_key ? ' ' : 'n';
+	values[6] = CStringGetTextDatum(group_key ? "waiting" : first_state);
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != (uint64) n)
 		elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
 
-	if (scheduled)
+	if (first_state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
-	else
+	else if (first_state[0] == 'r')
 		QueueXactMadeReady(q->qno, priority, first_seq);
 	QueueSpiEnd();
 

@@ -99,6 +99,35 @@ interval_usecs(const Interval *iv)
 		(double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 }
 
+/*
+ * Jobs (rows of tup: their id and group_key in columns id_col and
+ * group_col) stopped running: free their max_running slots, and if they
+ * left their group (finished or dead), let the group's next job go.
+ */
+static void
+after_running(QueueInfo *q, SPITupleTable *tup, int id_col, int group_col, bool stays_in_group)
+{
+	uint64		n = tup->numvals;
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum	   *groups = palloc(sizeof(Datum) * n);
+	int			ngroups = 0;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		g;
+
+		ids[i] = SPI_getbinval(tup->vals[i], tup->tupdesc, id_col, &isnull);
+		g = SPI_getbinval(tup->vals[i], tup->tupdesc, group_col, &isnull);
+		if (!isnull && !stays_in_group)
+			groups[ngroups++] = PointerGetDatum(PG_DETOAST_DATUM_COPY(g));
+	}
+	if (q->max_running > 0)
+		QueueSlotsFree(q, ids, (int) n);
+	if (ngroups > 0)
+		QueueGroupAdvance(q, groups, ngroups);
+}
+
 /* Complete the given ids (all of queue q); returns how many finished. */
 static uint64
 complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
@@ -106,6 +135,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	Datum		args[3];
 	char		nulls[3] = "   ";
 	int			ret;
+	uint64		done;
 
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = token;
@@ -113,11 +143,15 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
 						   args, nulls, false, 0);
-	if (ret != SPI_OK_INSERT && ret != SPI_OK_DELETE)
+	if (ret != SPI_OK_INSERT_RETURNING && ret != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not complete jobs of queue \"%s\"", q->name);
-	if (SPI_processed > 0)
-		QueueXactFinished(q->qno, SPI_processed, 0);
-	return SPI_processed;
+	done = SPI_processed;
+	if (done > 0)
+	{
+		QueueXactFinished(q->qno, done, 0);
+		after_running(q, SPI_tuptable, 1, 2, false);
+	}
+	return done;
 }
 
 PG_FUNCTION_INFO_V1(queue_complete);
@@ -210,6 +244,9 @@ queue_fail(PG_FUNCTION_ARGS)
 	const char *state;
 	Datum		args[5];
 	bool		isnull;
+	int32		prio;
+	int64		rank;
+	Datum		group;
 	char	   *msg;
 	int			len;
 
@@ -271,12 +308,20 @@ queue_fail(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not record failure of job " INT64_FORMAT, id);
+	prio = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	rank = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	group = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	if (!isnull)
+		group = PointerGetDatum(PG_DETOAST_DATUM_COPY(group));
+	if (q->max_running > 0)
+		QueueSlotsFree(q, &args[0], 1);
+	/* A retried job keeps its group waiting; a dead one lets it go on. */
+	if (!isnull && strcmp(state, "dead") == 0)
+		QueueGroupAdvance(q, &group, 1);
 	if (strcmp(state, "scheduled") == 0)
 		QueueXactScheduled(q->qno, run_at);
 	else if (strcmp(state, "ready") == 0)
-		QueueXactMadeReady(q->qno,
-						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+		QueueXactMadeReady(q->qno, prio, rank);
 	QueueXactFinished(q->qno, 0, 1);
 	QueueSpiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(strcmp(state, "dead") == 0 ? "dead" : "retry"));
@@ -370,6 +415,8 @@ queue_release(PG_FUNCTION_ARGS)
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+	if (q->max_running > 0)
+		QueueSlotsFree(q, &args[0], 1);
 	QueueSpiEnd();
 	PG_RETURN_BOOL(true);
 }

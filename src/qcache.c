@@ -169,9 +169,11 @@ load_queue(const char *name, int32 qno)
 	}
 	ret = SPI_execute_with_args(name != NULL ?
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused FROM queue.queue_config WHERE name = $1" :
+								" retention > interval '0', paused, coalesce(max_running, 0)"
+								" FROM queue.queue_config WHERE name = $1" :
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused FROM queue.queue_config WHERE qno = $1",
+								" retention > interval '0', paused, coalesce(max_running, 0)"
+								" FROM queue.queue_config WHERE qno = $1",
 								1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read queue.queue_config: %s", SPI_result_code_string(ret));
@@ -192,6 +194,7 @@ load_queue(const char *name, int32 qno)
 	q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
 	q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+	q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
 	q->seqid = InvalidOid;
 	return q;
 }
@@ -303,15 +306,19 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 	char		tname[NAMEDATALEN + 4];
 	char		aname[NAMEDATALEN + 4];
 	char		sname[NAMEDATALEN + 8];
+	char		slname[NAMEDATALEN + 4];
 	const char *t;
 	const char *a;
 	const char *s;
+	const char *sl;
 	const char *claim_pick = NULL;
 
 	snprintf(tname, sizeof(tname), "q_%s", q->name);
 	snprintf(aname, sizeof(aname), "a_%s", q->name);
 	snprintf(sname, sizeof(sname), "q_%s_seq", q->name);
+	snprintf(slname, sizeof(slname), "s_%s", q->name);
 	t = quote_qualified_identifier("queue", tname);
+	sl = quote_qualified_identifier("queue", slname);
 	a = quote_qualified_identifier("queue", aname);
 	s = quote_literal_cstr(quote_qualified_identifier("queue", sname));
 
@@ -323,8 +330,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			appendStringInfo(&buf,
 							 "INSERT INTO %s (id, rank, run_at, enqueued_at, state, priority, attempt,"
 							 " group_key, dedup_key, payload)"
-							 " VALUES ($1, $1 / 1000000, $2, now(),"
-							 " CASE WHEN $3 THEN 'scheduled' ELSE 'ready' END::queue.job_state,"
+							 " VALUES ($1, $1 / 1000000, $2, now(), $3::queue.job_state,"
 							 " $4, 0, $5, $6, $7)", t);
 			if (which == PLAN_INSERT_DEDUP)
 				appendStringInfoString(&buf,
@@ -340,8 +346,8 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 "INSERT INTO %s (id, rank, run_at, enqueued_at, state, priority, attempt,"
 							 " group_key, payload)"
 							 " SELECT u.id, u.id / 1000000, $3, now(),"
-							 " CASE WHEN $4 THEN 'scheduled' ELSE 'ready' END::queue.job_state,"
-							 " $5, 0, $6, u.p FROM unnest($1, $2) AS u(id, p)", t);
+							 " (CASE WHEN u.n = 1 THEN $4 ELSE $7 END)::queue.job_state,"
+							 " $5, 0, $6, u.p FROM unnest($1, $2) WITH ORDINALITY AS u(id, p, n)", t);
 			break;
 		case PLAN_PROMOTE:
 			appendStringInfo(&buf,
@@ -368,12 +374,14 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " INSERT INTO %s (id, finished_at, run_at, enqueued_at, claimed_at, priority,"
 							 " attempt, state, group_key, dedup_key, last_error, history, payload)"
 							 " SELECT id, $3, run_at, enqueued_at, claimed_at, priority, attempt, 'done',"
-							 " group_key, dedup_key, last_error, history, payload FROM d", t, a);
+							 " group_key, dedup_key, last_error, history, payload FROM d"
+							 " RETURNING id, group_key", t, a);
 			break;
 		case PLAN_COMPLETE_DELETE:
 			appendStringInfo(&buf,
 							 "DELETE FROM %s WHERE id = ANY ($1) AND state = 'running'"
-							 " AND ($2::int IS NULL OR attempt = $2) AND $3 IS NOT NULL", t);
+							 " AND ($2::int IS NULL OR attempt = $2) AND $3 IS NOT NULL"
+							 " RETURNING id, group_key", t);
 			break;
 		case PLAN_LOCK_RUNNING:
 			appendStringInfo(&buf,
@@ -387,7 +395,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " lease_until = NULL, owner_pid = NULL, owner_start = NULL, last_error = $4,"
 							 " history = coalesce(history, '[]') || jsonb_build_object('event', 'failed',"
 							 " 'at', $5, 'attempt', attempt, 'claimed_at', claimed_at, 'detail', $4)"
-							 " WHERE id = $1 RETURNING priority, rank", t, s);
+							 " WHERE id = $1 RETURNING priority, rank, group_key", t, s);
 			break;
 		case PLAN_RELEASE:
 			appendStringInfo(&buf,
@@ -404,6 +412,32 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			break;
 		case PLAN_STATE:
 			appendStringInfo(&buf, "SELECT state::text FROM %s WHERE id = $1", t);
+			break;
+		case PLAN_GROUP_BUSY:
+			appendStringInfo(&buf,
+							 "SELECT 1 FROM %s WHERE group_key = $1 AND state <> 'dead' LIMIT 1", t);
+			break;
+		case PLAN_GROUP_ADVANCE:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET rank = nextval(%s),"
+							 " state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'ready' END::queue.job_state"
+							 " WHERE id = (SELECT id FROM %s WHERE group_key = $1 AND state = 'waiting'"
+							 " ORDER BY id LIMIT 1)"
+							 " AND NOT EXISTS (SELECT 1 FROM %s WHERE group_key = $1"
+							 " AND state IN ('ready', 'scheduled', 'running'))"
+							 " RETURNING priority, rank, run_at", t, s, t, t);
+			break;
+		case PLAN_SLOTS_TAKE:
+			appendStringInfo(&buf,
+							 "SELECT slot FROM %s WHERE job IS NULL AND slot <= $1"
+							 " ORDER BY slot LIMIT $2 FOR UPDATE SKIP LOCKED", sl);
+			break;
+		case PLAN_SLOTS_ASSIGN:
+			appendStringInfo(&buf,
+							 "UPDATE %s s SET job = u.j FROM unnest($1, $2) AS u(n, j) WHERE s.slot = u.n", sl);
+			break;
+		case PLAN_SLOTS_FREE:
+			appendStringInfo(&buf, "UPDATE %s SET job = NULL WHERE job = ANY ($1)", sl);
 			break;
 		case NUM_QUEUE_PLANS:
 			elog(ERROR, "invalid plan id");
@@ -423,8 +457,11 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 static int
 plan_args(QueuePlanId which, Oid *types)
 {
-	static const Oid insert[] = {INT8OID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID, TEXTOID, JSONBOID};
-	static const Oid batch[] = {INT8ARRAYOID, JSONBARRAYOID, TIMESTAMPTZOID, BOOLOID, INT4OID, TEXTOID};
+	static const Oid insert[] = {INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, JSONBOID};
+	static const Oid batch[] = {INT8ARRAYOID, JSONBARRAYOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
+	static const Oid group_advance[] = {TEXTOID, TIMESTAMPTZOID};
+	static const Oid slots_take[] = {INT4OID, INT4OID};
+	static const Oid slots_assign[] = {INT4ARRAYOID, INT8ARRAYOID};
 	static const Oid claim[] = {INTERVALOID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT8OID};
 	static const Oid complete[] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID};
 	static const Oid fail[] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
@@ -475,6 +512,21 @@ plan_args(QueuePlanId which, Oid *types)
 			break;
 		case PLAN_STATE:
 			types[0] = INT8OID;
+			return 1;
+		case PLAN_GROUP_BUSY:
+			types[0] = TEXTOID;
+			return 1;
+		case PLAN_GROUP_ADVANCE:
+			src = group_advance, n = lengthof(group_advance);
+			break;
+		case PLAN_SLOTS_TAKE:
+			src = slots_take, n = lengthof(slots_take);
+			break;
+		case PLAN_SLOTS_ASSIGN:
+			src = slots_assign, n = lengthof(slots_assign);
+			break;
+		case PLAN_SLOTS_FREE:
+			types[0] = INT8ARRAYOID;
 			return 1;
 		default:
 			elog(ERROR, "invalid plan id");

@@ -38,6 +38,11 @@ typedef enum QueuePlanId
 	PLAN_RELEASE,				/* give a job back without a failure */
 	PLAN_EXTEND,				/* push a lease out */
 	PLAN_STATE,					/* the state of a job, for error messages */
+	PLAN_GROUP_BUSY,			/* does a group have an unfinished job? */
+	PLAN_GROUP_ADVANCE,			/* the next job of a group becomes its head */
+	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
+	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
+	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -50,6 +55,7 @@ typedef struct QueueInfo
 	Interval	lease;
 	Interval	backoff_base;
 	Interval	backoff_max;
+	int32		max_running;	/* 0: unlimited */
 	bool		keep_archive;	/* retention > 0 */
 	bool		paused;
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
@@ -87,6 +93,13 @@ extern SPIPlanPtr QueueGetPlan(QueueInfo *q, QueuePlanId which);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern int64 QueueNextSeq(QueueInfo *q);
+
+/* groups.c: one job at a time per group_key, and max_running */
+extern bool QueueGroupBusy(QueueInfo *q, text *group_key);
+extern void QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n);
+extern int	QueueSlotsTake(QueueInfo *q, int want, Datum **slots);
+extern void QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n);
+extern void QueueSlotsFree(QueueInfo *q, Datum *ids, int n);
 
 /* shmem.c: per-queue state shared by all backends */
 extern void QueueShmemRequest(void);
@@ -134,5 +147,6 @@ extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
 extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
 extern void QueueXactRegisterDatabase(void);
+extern bool QueueXactScanStart(int32 qno, int32 *prio, int64 *rank);
 
 #endif							/* QUEUE_H */

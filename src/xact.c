@@ -155,6 +155,34 @@ QueueXactFinished(int32 qno, int64 completed, int64 failed)
 	p->failed += failed;
 }
 
+/*
+ * Where this transaction's own claims must start scanning queue qno: jobs
+ * it made ready itself are visible to it before commit lowers the shared
+ * cursor for everyone.  Returns false if it must start at the front.
+ */
+bool
+QueueXactScanStart(int32 qno, int32 *prio, int64 *rank)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		PendingQueue *p = (PendingQueue *) lfirst(lc);
+
+		if (p->qno != qno)
+			continue;
+		if (p->reset)
+			return false;
+		if (p->made_ready &&
+			(p->ready_prio > *prio || (p->ready_prio == *prio && p->ready_rank < *rank)))
+		{
+			*prio = p->ready_prio;
+			*rank = p->ready_rank;
+		}
+	}
+	return true;
+}
+
 /* What an abort must do: make claimed jobs reachable again. */
 static void
 apply_abort(PendingQueue *p)

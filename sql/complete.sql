@@ -1,0 +1,176 @@
+--
+-- complete.sql: queue.complete(id, attempt) and queue.complete(ids[]).
+--
+-- Queues of this file are named cmp_*.  Error messages name job ids, so
+-- the calls that fail run through pg_temp.try, which prints the SQLSTATE,
+-- message, detail and hint with the id shown as <id>.
+--
+\set SHOW_CONTEXT never
+
+CREATE PROCEDURE pg_temp.try(sql text, id bigint DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+    res text;
+    st  text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    EXECUTE sql INTO res USING id;
+    RAISE NOTICE 'ok: %', coalesce(replace(res, id::text, '<id>'), res, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                            det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+    msg := st || ': ' || coalesce(replace(msg, id::text, '<id>'), msg);
+    IF det <> '' AND hnt <> '' THEN
+        RAISE NOTICE '%', msg USING DETAIL = det, HINT = hnt;
+    ELSIF det <> '' THEN
+        RAISE NOTICE '%', msg USING DETAIL = det;
+    ELSIF hnt <> '' THEN
+        RAISE NOTICE '%', msg USING HINT = hnt;
+    ELSE
+        RAISE NOTICE '%', msg;
+    END IF;
+END
+$$;
+
+--
+-- complete: the job leaves queue.jobs and is archived as done
+--
+SELECT queue.create('cmp_basic');
+SELECT queue.enqueue('cmp_basic', '{"n": 1}', priority => 3, group_key => 'g1', dedup_key => 'd1') AS c1 \gset
+SELECT queue.enqueue('cmp_basic', '{"n": 2}') AS c2 \gset
+SELECT id = :c1 AS is_c1, attempt FROM queue.claim('cmp_basic');
+SELECT queue.complete(:c1);
+SELECT count(*) AS in_jobs FROM queue.jobs WHERE id = :c1;
+SELECT queue, id = :c1 AS is_c1, state, payload, priority, attempt, group_key, dedup_key,
+       run_at <= claimed_at AS run_at_ok, enqueued_at <= claimed_at AS enqueued_at_ok,
+       claimed_at <= finished_at AS claimed_at_ok, finished_at <= now() AS finished_at_ok,
+       last_error
+  FROM queue.archive WHERE queue = 'cmp_basic';
+-- the other job is untouched
+SELECT state, attempt FROM queue.jobs WHERE id = :c2;
+-- the dedup_key of a completed job is free again
+SELECT queue.enqueue('cmp_basic', '{"n": 3}', dedup_key => 'd1') <> :c1 AS new_job;
+
+--
+-- the fencing token
+--
+SELECT queue.create('cmp_token', backoff_base => '0');
+SELECT queue.enqueue('cmp_token', '{"n": 1}') AS t1 \gset
+-- the right token: true
+SELECT attempt FROM queue.claim('cmp_token');
+SELECT queue.complete(:t1, 1);
+SELECT state, attempt FROM queue.archive WHERE id = :t1;
+-- a stale token: false, and nothing changes.  The first consumer held
+-- attempt 1; the job failed and was claimed again as attempt 2.
+SELECT queue.enqueue('cmp_token', '{"n": 2}') AS t2 \gset
+SELECT attempt FROM queue.claim('cmp_token');
+SELECT queue.fail(:t2, 'consumer 1 lost it');
+SELECT attempt FROM queue.claim('cmp_token');
+SELECT queue.complete(:t2, 1);
+SELECT queue.complete(:t2, attempt => 1);
+SELECT state, attempt, last_error FROM queue.jobs WHERE id = :t2;
+SELECT count(*) AS archived FROM queue.archive WHERE id = :t2;
+-- the current holder's token works
+SELECT queue.complete(:t2, 2);
+SELECT state, attempt FROM queue.archive WHERE id = :t2;
+-- a token for a job that finished, that is ready, or that does not exist: false, not an error
+SELECT queue.complete(:t2, 2);
+SELECT queue.enqueue('cmp_token', '{"n": 3}') AS t3 \gset
+SELECT queue.complete(:t3, 0);
+SELECT queue.complete(:t3, 1);
+SELECT state, attempt FROM queue.jobs WHERE id = :t3;
+SELECT queue.complete(:t3 + 1000000000, 1);
+SELECT queue.complete(999999, 1);
+SELECT queue.complete(-1, 1);
+
+--
+-- completing a job that is not running, without a token, is an error
+--
+SELECT queue.create('cmp_errors', max_attempts => 1);
+SELECT queue.enqueue('cmp_errors', '{"n": "done"}') AS e_done \gset
+SELECT queue.enqueue('cmp_errors', '{"n": "dead"}') AS e_dead \gset
+SELECT count(*) FROM queue.claim('cmp_errors', 2);
+SELECT queue.complete(:e_done);
+SELECT queue.fail(:e_dead, 'fatal');
+SELECT queue.enqueue('cmp_errors', '{"n": "ready"}') AS e_ready \gset
+SELECT queue.enqueue('cmp_errors', '{"n": "scheduled"}', delay => '1 hour') AS e_sched \gset
+CALL pg_temp.try('SELECT queue.complete($1)', :e_ready);
+CALL pg_temp.try('SELECT queue.complete($1)', :e_sched);
+CALL pg_temp.try('SELECT queue.complete($1)', :e_dead);
+-- already completed
+CALL pg_temp.try('SELECT queue.complete($1)', :e_done);
+-- an id of this queue that was never handed out
+CALL pg_temp.try('SELECT queue.complete($1)', :e_done + 1000000000);
+-- an id no queue has
+CALL pg_temp.try('SELECT queue.complete(999999)');
+CALL pg_temp.try('SELECT queue.complete(0)');
+-- nothing changed
+SELECT payload->>'n' AS job, state FROM queue.jobs WHERE queue = 'cmp_errors' ORDER BY id;
+SELECT payload->>'n' AS job, state FROM queue.archive WHERE queue = 'cmp_errors' ORDER BY id;
+
+--
+-- complete(ids bigint[]): how many were completed
+--
+SELECT queue.create('cmp_many');
+SELECT queue.create('cmp_many2');
+SELECT array_agg(id ORDER BY n) AS many
+  FROM queue.enqueue_batch('cmp_many', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}', '{"n": 5}']::jsonb[])
+       WITH ORDINALITY AS b(id, n) \gset
+SELECT queue.enqueue('cmp_many2', '{"n": "other queue"}') AS other \gset
+SELECT count(*) FROM queue.claim('cmp_many', 3);
+SELECT count(*) FROM queue.claim('cmp_many2');
+-- running jobs 1 and 2 are completed; 4 (ready) and unknown ids are left alone
+SELECT queue.complete(ARRAY[(:'many'::bigint[])[1], (:'many'::bigint[])[2], (:'many'::bigint[])[4], 999999]);
+SELECT payload, state FROM queue.jobs WHERE queue = 'cmp_many' ORDER BY id;
+SELECT payload, state FROM queue.archive WHERE queue = 'cmp_many' ORDER BY id;
+-- ids of two queues, and the same id twice
+SELECT queue.complete(ARRAY[:other, (:'many'::bigint[])[3], :other]);
+SELECT queue, payload, state FROM queue.archive WHERE queue LIKE 'cmp\_many%' ORDER BY queue, id;
+-- an empty array, and ids that are all finished already
+SELECT queue.complete(ARRAY[]::bigint[]);
+SELECT queue.complete(:'many'::bigint[]);
+SELECT payload, state FROM queue.jobs WHERE queue = 'cmp_many' ORDER BY id;
+-- a NULL in the array is an error, and completes nothing
+SELECT count(*) FROM queue.claim('cmp_many', 2);
+SELECT queue.complete(ARRAY[(:'many'::bigint[])[4], NULL]);
+SELECT queue.complete(NULL::bigint[]);
+SELECT payload, state FROM queue.jobs WHERE queue = 'cmp_many' ORDER BY id;
+SELECT queue.complete(ARRAY[(:'many'::bigint[])[4], (:'many'::bigint[])[5]]);
+SELECT count(*) AS left_in_jobs FROM queue.jobs WHERE queue = 'cmp_many';
+
+--
+-- retention 0: a completed job leaves no archive row
+--
+SELECT queue.create('cmp_noarchive', retention => '0');
+SELECT queue.enqueue('cmp_noarchive', '{"n": 1}') AS n1 \gset
+SELECT queue.enqueue('cmp_noarchive', '{"n": 2}') AS n2 \gset
+SELECT queue.enqueue('cmp_noarchive', '{"n": 3}') AS n3 \gset
+SELECT count(*) FROM queue.claim('cmp_noarchive', 3);
+SELECT queue.complete(:n1);
+SELECT queue.complete(:n2, 1);
+SELECT queue.complete(ARRAY[:n3]);
+SELECT count(*) AS in_jobs FROM queue.jobs WHERE queue = 'cmp_noarchive';
+SELECT count(*) AS archived FROM queue.archive WHERE queue = 'cmp_noarchive';
+-- and it is finished: completing it again is an error
+CALL pg_temp.try('SELECT queue.complete($1)', :n1);
+CALL pg_temp.try('SELECT queue.history($1)', :n1);
+
+--
+-- complete is transactional
+--
+SELECT queue.create('cmp_tx');
+SELECT queue.enqueue('cmp_tx', '{"n": 1}') AS x1 \gset
+SELECT count(*) FROM queue.claim('cmp_tx');
+BEGIN;
+SELECT queue.complete(:x1);
+ROLLBACK;
+SELECT state, attempt FROM queue.jobs WHERE id = :x1;
+SELECT count(*) AS archived FROM queue.archive WHERE id = :x1;
+-- completing twice in one transaction: the second sees it finished
+BEGIN;
+SELECT queue.complete(:x1);
+SELECT queue.complete(:x1, 1);
+COMMIT;
+SELECT state FROM queue.archive WHERE id = :x1;

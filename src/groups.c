@@ -1,0 +1,170 @@
+/*-------------------------------------------------------------------------
+ *
+ * groups.c
+ *	  Ordered groups (group_key) and the per-queue cap on running jobs
+ *	  (max_running).
+ *
+ * Jobs with the same group_key run one at a time, in id order.  Only a
+ * group's head, its oldest unfinished job, is ever ready, scheduled or
+ * running; the jobs behind it are 'waiting' and invisible to claims.  When
+ * the head finishes (or dies, or is cancelled), the next job becomes the
+ * head with a fresh rank, at the back of the claim order: so claims rotate
+ * over the groups that have work, and a group with a huge backlog cannot
+ * hold up the others.  Claims need no group logic at all, so their cost
+ * does not depend on how many groups there are.
+ *
+ * Deciding whether a new job is the head, and which job is next, must not
+ * race: both happen under a lock on (queue, group) taken until the end of
+ * the transaction.  It is an advisory-style lock with a field of its own,
+ * so it never collides with users' advisory locks.
+ *
+ * max_running: each running job of such a queue holds one row of the
+ * queue's slot table (queue.s_<name>).  A claim must first lock free slots
+ * with SKIP LOCKED, so concurrent claims never wait for each other, and the
+ * cap holds whether claims commit before the work or with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "queue.h"
+
+#define GROUP_LOCKTAG_FIELD4	7	/* users' advisory locks use 1 and 2 */
+
+static void
+lock_group(int32 qno, text *key)
+{
+	LOCKTAG		tag;
+	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) qno, h, GROUP_LOCKTAG_FIELD4);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* queue._lock_group(qno, group_key), for the SQL management functions */
+PG_FUNCTION_INFO_V1(queue_lock_group);
+Datum
+queue_lock_group(PG_FUNCTION_ARGS)
+{
+	lock_group(PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1));
+	PG_RETURN_VOID();
+}
+
+/*
+ * Lock the group and tell whether it already has an unfinished job, so
+ * that a new job must wait behind it.
+ */
+bool
+QueueGroupBusy(QueueInfo *q, text *group_key)
+{
+	Datum		arg = PointerGetDatum(group_key);
+
+	lock_group(q->qno, group_key);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_GROUP_BUSY), &arg, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up group of queue \"%s\"", q->name);
+	return SPI_processed > 0;
+}
+
+static int
+cmp_text_datum(const void *a, const void *b)
+{
+	text	   *x = DatumGetTextPP(*(const Datum *) a);
+	text	   *y = DatumGetTextPP(*(const Datum *) b);
+	int			lx = VARSIZE_ANY_EXHDR(x);
+	int			ly = VARSIZE_ANY_EXHDR(y);
+	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
+
+	return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+/*
+ * The heads of these groups finished: make each group's next job its head.
+ * Groups are locked in sorted order so that two transactions finishing
+ * jobs of the same groups cannot deadlock.
+ */
+void
+QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
+{
+	qsort(group_keys, n, sizeof(Datum), cmp_text_datum);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		args[2];
+		bool		isnull;
+
+		if (i > 0 && cmp_text_datum(&group_keys[i - 1], &group_keys[i]) == 0)
+			continue;
+		lock_group(q->qno, DatumGetTextPP(group_keys[i]));
+		args[0] = group_keys[i];
+		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_GROUP_ADVANCE), args, NULL, false, 1) !=
+			SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "could not advance group of queue \"%s\"", q->name);
+		if (SPI_processed == 1)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+
+			if (run_at > DatumGetTimestampTz(args[1]))
+				QueueXactScheduled(q->qno, run_at);
+			else
+				QueueXactMadeReady(q->qno,
+								   DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)),
+								   DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)));
+		}
+	}
+}
+
+/* Lock up to want free slots; returns how many, and their numbers. */
+int
+QueueSlotsTake(QueueInfo *q, int want, Datum **slots)
+{
+	Datum		args[2];
+
+	args[0] = Int32GetDatum(q->max_running);
+	args[1] = Int32GetDatum(want);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_TAKE), args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not take running slots of queue \"%s\"", q->name);
+	*slots = palloc(sizeof(Datum) * Max(SPI_processed, 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		(*slots)[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	return (int) SPI_processed;
+}
+
+void
+QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
+{
+	Datum		args[2];
+
+	if (n == 0)
+		return;
+	args[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_ASSIGN), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not assign running slots of queue \"%s\"", q->name);
+}
+
+void
+QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
+{
+	Datum		arg;
+
+	if (n == 0)
+		return;
+	arg = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), &arg, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not free running slots of queue \"%s\"", q->name);
+}
