@@ -22,3 +22,6 @@ PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS does not track header dependencies.
+$(OBJS): src/queue.h

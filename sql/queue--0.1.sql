@@ -26,6 +26,7 @@ CREATE TABLE queue.queue_config (
     backoff_max  interval NOT NULL,
     retention    interval NOT NULL,
     max_running  int,
+    group_retry  text NOT NULL DEFAULT 'block' CHECK (group_retry IN ('block', 'requeue')),
     paused       boolean NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now()
 );
@@ -250,7 +251,8 @@ $$;
 
 CREATE FUNCTION queue._check_options(
     max_attempts int, lease interval, backoff_base interval,
-    backoff_max interval, retention interval, max_running int)
+    backoff_max interval, retention interval, max_running int,
+    group_retry text DEFAULT 'block')
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -286,6 +288,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Leave it out (or pass 0 to queue.alter) for no limit.';
     END IF;
+    IF group_retry IS NULL OR group_retry NOT IN ('block', 'requeue') THEN
+        RAISE EXCEPTION 'group_retry must be ''block'' or ''requeue'', not %', coalesce(group_retry, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '''block'': a job being retried holds up its group; ''requeue'': it goes behind the rest of its group.';
+    END IF;
 END
 $$;
 
@@ -314,7 +321,8 @@ CREATE FUNCTION queue.create(
     backoff_max   interval DEFAULT '1 hour',
     retention     interval DEFAULT '1 day',
     if_not_exists boolean DEFAULT false,
-    max_running   int DEFAULT NULL)
+    max_running   int DEFAULT NULL,
+    group_retry   text DEFAULT 'block')
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -329,7 +337,7 @@ BEGIN
         RAISE EXCEPTION 'if_not_exists must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
-    PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention, max_running);
+    PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry);
 
     -- Serialize creators of the same name; the unique index would too, but
     -- only after the tables were made.
@@ -345,8 +353,9 @@ BEGIN
     END IF;
 
     n := nextval('queue.queue_number_seq');
-    INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention, max_running)
-    VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running);
+    INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
+                                    max_running, group_retry)
+    VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry);
 
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '_seq');
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
@@ -358,7 +367,7 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '_scheduled', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '_running', q);
     EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '_dedup', q);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, id) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '_group', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '_group', q);
     EXECUTE format('CREATE TABLE queue.%I (PRIMARY KEY (slot)) INHERITS (queue._slot)', 's_' || queue);
     EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '_job', 's_' || queue);
     PERFORM queue._add_slots(queue, max_running);
@@ -378,7 +387,8 @@ CREATE FUNCTION queue.alter(
     backoff_base interval DEFAULT NULL,
     backoff_max  interval DEFAULT NULL,
     retention    interval DEFAULT NULL,
-    max_running  int DEFAULT NULL)
+    max_running  int DEFAULT NULL,
+    group_retry  text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -393,10 +403,13 @@ BEGIN
     r.retention    := coalesce(retention, r.retention);
     -- 0 removes the limit
     r.max_running  := CASE WHEN max_running = 0 THEN NULL ELSE coalesce(max_running, r.max_running) END;
-    PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention, r.max_running);
+    r.group_retry  := coalesce(group_retry, r.group_retry);
+    PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention,
+                                 r.max_running, r.group_retry);
     UPDATE queue.queue_config c
        SET max_attempts = r.max_attempts, lease = r.lease, backoff_base = r.backoff_base,
-           backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running
+           backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running,
+           group_retry = r.group_retry
      WHERE c.qno = r.qno;
     PERFORM queue._add_slots(queue, r.max_running);
     PERFORM queue._invalidate();
@@ -458,7 +471,7 @@ $$;
 
 CREATE VIEW queue.queues AS
 SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
-       c.retention, c.paused, c.created_at, c.max_running
+       c.retention, c.paused, c.created_at, c.max_running, c.group_retry
   FROM queue.queue_config c;
 
 CREATE VIEW queue.jobs AS
@@ -532,7 +545,7 @@ BEGIN
         UPDATE queue.%1$I
            SET rank = nextval('queue.%2$I'),
                state = CASE WHEN run_at > clock_timestamp() THEN 'scheduled' ELSE 'ready' END::queue.job_state
-         WHERE id = (SELECT id FROM queue.%1$I WHERE group_key = $1 AND state = 'waiting' ORDER BY id LIMIT 1)
+         WHERE id = (SELECT id FROM queue.%1$I WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)
            AND NOT EXISTS (SELECT 1 FROM queue.%1$I WHERE group_key = $1
                             AND state IN ('ready', 'scheduled', 'running'))$q$,
         'q_' || r.name, 'q_' || r.name || '_seq')

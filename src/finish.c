@@ -315,8 +315,16 @@ queue_fail(PG_FUNCTION_ARGS)
 		group = PointerGetDatum(PG_DETOAST_DATUM_COPY(group));
 	if (q->max_running > 0)
 		QueueSlotsFree(q, &args[0], 1);
-	/* A retried job keeps its group waiting; a dead one lets it go on. */
-	if (!isnull && strcmp(state, "dead") == 0)
+	/*
+	 * A retried job keeps its group waiting, unless the queue requeues it
+	 * behind the rest of its group; a dead one lets the group go on.
+	 */
+	if (!isnull && strcmp(state, "dead") != 0 && q->group_requeue)
+	{
+		SPI_execute_plan(QueueGetPlan(q, PLAN_GROUP_REQUEUE), &args[0], NULL, false, 1);
+		state = "waiting";
+	}
+	if (!isnull && (strcmp(state, "dead") == 0 || strcmp(state, "waiting") == 0))
 		QueueGroupAdvance(q, &group, 1);
 	if (strcmp(state, "scheduled") == 0)
 		QueueXactScheduled(q->qno, run_at);

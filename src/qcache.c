@@ -169,10 +169,10 @@ load_queue(const char *name, int32 qno)
 	}
 	ret = SPI_execute_with_args(name != NULL ?
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0)"
+								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'"
 								" FROM queue.queue_config WHERE name = $1" :
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0)"
+								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'"
 								" FROM queue.queue_config WHERE qno = $1",
 								1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
@@ -195,6 +195,7 @@ load_queue(const char *name, int32 qno)
 	q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
 	q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+	q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 	q->seqid = InvalidOid;
 	return q;
 }
@@ -422,10 +423,14 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 "UPDATE %s SET rank = nextval(%s),"
 							 " state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'ready' END::queue.job_state"
 							 " WHERE id = (SELECT id FROM %s WHERE group_key = $1 AND state = 'waiting'"
-							 " ORDER BY id LIMIT 1)"
+							 " ORDER BY rank LIMIT 1)"
 							 " AND NOT EXISTS (SELECT 1 FROM %s WHERE group_key = $1"
 							 " AND state IN ('ready', 'scheduled', 'running'))"
 							 " RETURNING priority, rank, run_at", t, s, t, t);
+			break;
+		case PLAN_GROUP_REQUEUE:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET state = 'waiting', rank = nextval(%s) WHERE id = $1", t, s);
 			break;
 		case PLAN_SLOTS_TAKE:
 			appendStringInfo(&buf,
@@ -515,6 +520,9 @@ plan_args(QueuePlanId which, Oid *types)
 			return 1;
 		case PLAN_GROUP_BUSY:
 			types[0] = TEXTOID;
+			return 1;
+		case PLAN_GROUP_REQUEUE:
+			types[0] = INT8OID;
 			return 1;
 		case PLAN_GROUP_ADVANCE:
 			src = group_advance, n = lengthof(group_advance);

@@ -40,6 +40,7 @@ typedef enum QueuePlanId
 	PLAN_STATE,					/* the state of a job, for error messages */
 	PLAN_GROUP_BUSY,			/* does a group have an unfinished job? */
 	PLAN_GROUP_ADVANCE,			/* the next job of a group becomes its head */
+	PLAN_GROUP_REQUEUE,			/* a retried job goes behind its group */
 	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
 	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */
@@ -56,6 +57,7 @@ typedef struct QueueInfo
 	Interval	backoff_base;
 	Interval	backoff_max;
 	int32		max_running;	/* 0: unlimited */
+	bool		group_requeue;	/* a retried job goes behind its group */
 	bool		keep_archive;	/* retention > 0 */
 	bool		paused;
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];

@@ -1,0 +1,223 @@
+--
+-- security.sql: the extension's functions cannot be misled by the
+-- caller's search_path, queue names cannot inject SQL, and a role without
+-- privileges is refused cleanly.
+--
+-- Queues of this file are named sec_*.
+--
+\set SHOW_CONTEXT never
+
+--
+-- A schema full of traps: functions and operators that shadow the
+-- pg_catalog ones the extension uses, and tables named like its own.
+-- Every trap raises an error naming itself, so any use of one shows.
+--
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.now() RETURNS timestamptz
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil now() called'; END $$;
+CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil clock_timestamp() called'; END $$;
+CREATE FUNCTION evil.nextval(regclass) RETURNS bigint
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil nextval() called'; END $$;
+CREATE FUNCTION evil.hashtext(text) RETURNS int
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil hashtext() called'; END $$;
+CREATE FUNCTION evil.pg_advisory_xact_lock(int, int) RETURNS void
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil pg_advisory_xact_lock() called'; END $$;
+CREATE FUNCTION evil.jsonb_typeof(jsonb) RETURNS text
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil jsonb_typeof() called'; END $$;
+CREATE FUNCTION evil.jsonb_array_elements(jsonb) RETURNS SETOF jsonb
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil jsonb_array_elements() called'; END $$;
+CREATE FUNCTION evil.unnest(bigint[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil unnest() called'; END $$;
+CREATE FUNCTION evil.eq_int8(bigint, bigint) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil bigint = called'; END $$;
+CREATE OPERATOR evil.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = evil.eq_int8);
+CREATE FUNCTION evil.eq_text(text, text) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil text = called'; END $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.eq_text);
+CREATE FUNCTION evil.concat_text(text, text) RETURNS text
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil || called'; END $$;
+CREATE OPERATOR evil.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.concat_text);
+-- a regex operator that would let any name through
+CREATE FUNCTION evil.not_match(text, text) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil !~ called'; END $$;
+CREATE OPERATOR evil.!~ (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.not_match);
+CREATE FUNCTION evil.mod_int8(bigint, integer) RETURNS bigint
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil %% called'; END $$;
+CREATE OPERATOR evil.% (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = evil.mod_int8);
+CREATE FUNCTION evil.contains(jsonb, jsonb) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil @> called'; END $$;
+CREATE OPERATOR evil.@> (LEFTARG = jsonb, RIGHTARG = jsonb, FUNCTION = evil.contains);
+CREATE FUNCTION evil.le_ts(timestamptz, timestamptz) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil timestamptz <= called'; END $$;
+CREATE OPERATOR evil.<= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.le_ts);
+CREATE FUNCTION evil.lt_ts(timestamptz, timestamptz) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil timestamptz < called'; END $$;
+CREATE OPERATOR evil.< (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.lt_ts);
+CREATE FUNCTION evil.pl_ts(timestamptz, interval) RETURNS timestamptz
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil timestamptz + called'; END $$;
+CREATE OPERATOR evil.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = evil.pl_ts);
+CREATE FUNCTION evil.ne_state(queue.job_state, queue.job_state) RETURNS boolean
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'evil job_state <> called'; END $$;
+CREATE OPERATOR evil.<> (LEFTARG = queue.job_state, RIGHTARG = queue.job_state, FUNCTION = evil.ne_state);
+-- tables named like the extension's
+CREATE TABLE evil.queue_config (LIKE queue.queue_config);
+INSERT INTO evil.queue_config VALUES (999998, 'sec_q', 1, '1 second', '0', '0', '0', true, '2000-01-01');
+CREATE TABLE evil._job (LIKE queue._job);
+CREATE TABLE evil.q_sec_q (LIKE queue._job);
+CREATE TABLE evil.a_sec_q (LIKE queue._archive);
+CREATE SEQUENCE evil.q_sec_q_seq START 777;
+CREATE TEMP TABLE queue_config (LIKE queue.queue_config);
+CREATE TEMP TABLE q_sec_q (LIKE queue._job);
+
+-- The traps work, for code that does not pin its search_path.
+SET search_path = evil, pg_catalog, public;
+SELECT now();
+SELECT 1::bigint = 1::bigint;
+SELECT 'a'::text = 'a'::text;
+SELECT '{}'::jsonb @> '{}'::jsonb;
+SELECT count(*) FROM queue_config;
+SELECT count(*) FROM evil.queue_config;
+
+--
+-- Every function of the extension, called under that search_path.
+--
+SELECT queue.create('sec_q', backoff_base => '0');
+SELECT queue.create('sec_q', if_not_exists => true);
+SELECT queue.create('sec_dead', max_attempts => 1);
+SELECT queue.alter('sec_q', max_attempts => 3);
+SELECT queue.pause('sec_q');
+SELECT queue.resume('sec_q');
+SELECT queue.enqueue('sec_q', '{"n": 1, "companyId": 3345}') AS s1 \gset
+SELECT queue.enqueue('sec_q', '{"n": 2}', priority => 1, group_key => 'g') AS s2 \gset
+SELECT queue.enqueue('sec_q', '{"n": 3}', dedup_key => 'k') AS s3 \gset
+SELECT queue.enqueue('sec_q', '{"n": 3}', dedup_key => 'k') AS s3_again \gset
+SELECT queue.enqueue('sec_q', '{"n": 4}', delay => '1 hour') AS s4 \gset
+SELECT queue.enqueue('sec_q', '{"n": 5}', run_at => '2000-01-01') AS s5 \gset
+SELECT array_agg(b) AS batch FROM queue.enqueue_batch('sec_q', ARRAY['{"n": 6}', '{"n": 7}']::jsonb[]) b \gset
+SELECT payload, attempt, group_key FROM queue.claim('sec_q', 2);
+SELECT queue.complete(:s2);
+SELECT queue.fail(:s1, 'failed under evil');
+SELECT payload, attempt FROM queue.claim('sec_q', 1, '1 minute');
+SELECT queue.extend(:s3, '2 minutes') IS NOT NULL AS extended;
+SELECT queue.release(:s3);
+SELECT queue.reschedule(:s4, '2000-01-01', priority => 2);
+SELECT queue.cancel(:s5);
+SELECT payload FROM queue.claim('sec_q', 10);
+SELECT queue.complete(:'batch'::bigint[]);
+SELECT queue.complete(:s3, 1);
+SELECT queue.enqueue('sec_q', '{"n": 9, "companyId": 3345}') AS s9 \gset
+SELECT queue.enqueue('sec_q', '{"n": 10}') AS s10 \gset
+SELECT queue.purge('sec_q', '{"companyId": 3345}');
+SELECT queue.purge('sec_q');
+SELECT queue.enqueue('sec_dead', '{"n": 8}') AS s8 \gset
+SELECT count(*) FROM queue.claim('sec_dead');
+SELECT queue.fail(:s8, 'dead under evil');
+SELECT queue.retry(:s8);
+SELECT count(*) FROM queue.claim('sec_dead', lease => '1 millisecond');
+SELECT pg_sleep(0.05);
+SELECT queue FROM queue.tick() WHERE queue OPERATOR(pg_catalog.=) 'sec_dead';
+SELECT event, attempt, detail FROM queue.history(:s2);
+SELECT event, attempt, detail FROM queue.history(:s8);
+SELECT queue, state, payload, attempt, last_error FROM queue.jobs
+ WHERE queue OPERATOR(pg_catalog.=) 'sec_dead';
+SELECT queue, ready, scheduled, running, dead FROM queue.stats
+ WHERE queue OPERATOR(pg_catalog.~) '^sec_' ORDER BY queue;
+SELECT queue, max_attempts, paused FROM queue.queues
+ WHERE queue OPERATOR(pg_catalog.~) '^sec_' ORDER BY queue;
+-- errors are the extension's own, not the traps'
+SELECT queue.enqueue('x; drop table y', '{}');
+SELECT queue.create('Bad');
+SELECT queue.purge('sec_q', '[1]');
+SELECT queue.enqueue('sec_nope', '{}');
+RESET search_path;
+
+-- What it all did, looked at with the normal search_path: the real queue
+-- tables were used, the traps' tables were not touched.
+SELECT queue, max_attempts, lease, backoff_base, paused FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
+SELECT queue, state, payload, priority, attempt, last_error FROM queue.jobs WHERE queue LIKE 'sec\_%' ORDER BY queue, id;
+SELECT queue, state, payload FROM queue.archive WHERE queue LIKE 'sec\_%' ORDER BY queue, id;
+SELECT :s3 = :s3_again AS dedup_worked, :s1 / 1000000 AS first_seq;
+SELECT (SELECT count(*) FROM evil.queue_config) AS evil_config,
+       (SELECT count(*) FROM evil._job) AS evil_job,
+       (SELECT count(*) FROM evil.q_sec_q) AS evil_jobs,
+       (SELECT count(*) FROM evil.a_sec_q) AS evil_archive,
+       (SELECT last_value FROM evil.q_sec_q_seq) AS evil_seq,
+       (SELECT count(*) FROM pg_temp.queue_config) AS temp_config,
+       (SELECT count(*) FROM pg_temp.q_sec_q) AS temp_jobs;
+SET client_min_messages = warning;
+DROP SCHEMA evil CASCADE;
+RESET client_min_messages;
+DROP TABLE pg_temp.queue_config, pg_temp.q_sec_q;
+
+--
+-- Queue names are identifiers the extension quotes; anything that is not a
+-- plain lowercase name is refused before any SQL runs.
+--
+SELECT queue.create('sec_a_b');
+SELECT queue.enqueue('sec_a_b', '{"n": "a_b"}') > 0 AS enqueued;
+SELECT payload FROM queue.claim('sec_a_b');
+SELECT count(*) AS queue_relations FROM pg_class WHERE relnamespace = 'queue'::regnamespace \gset
+CREATE TABLE sec_victim (x int);
+INSERT INTO sec_victim VALUES (1);
+SELECT queue.create('sec_x"; DROP TABLE sec_victim; --');
+SELECT queue.create('sec_x; DROP TABLE sec_victim');
+SELECT queue.enqueue('sec_a_b''; DROP TABLE sec_victim; --', '{}');
+SELECT queue.claim('sec_a_b"; DROP TABLE sec_victim; --');
+SELECT queue.drop('sec_a_b, sec_victim');
+SELECT queue.purge('sec_a_b; DELETE FROM sec_victim');
+SELECT count(*) AS victim_rows FROM sec_victim;
+SELECT count(*) = :queue_relations AS no_relations_made
+  FROM pg_class WHERE relnamespace = 'queue'::regnamespace;
+DROP TABLE sec_victim;
+
+--
+-- A role without privileges on a queue is refused, with an error, not a
+-- crash; it can still see the list of queues.
+--
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS regress_queue_nobody;
+RESET client_min_messages;
+CREATE ROLE regress_queue_nobody;
+SET ROLE regress_queue_nobody;
+SELECT queue, paused FROM queue.queues WHERE queue = 'sec_q';
+SELECT queue.enqueue('sec_q', '{"n": "intruder"}');
+SELECT count(*) FROM queue.enqueue_batch('sec_q', ARRAY['{}']::jsonb[]);
+SELECT count(*) FROM queue.claim('sec_q');
+SELECT queue.purge('sec_q');
+SELECT queue.create('sec_intruder');
+SELECT queue.drop('sec_q');
+SELECT count(*) FROM queue.jobs;
+SELECT count(*) FROM queue.archive;
+CREATE TABLE queue.sec_intruder (x int);
+SET queue.max_payload_size = 100;
+RESET ROLE;
+SELECT count(*) AS intruder_jobs FROM queue.jobs WHERE payload ? 'n' AND payload->>'n' = 'intruder';
+SELECT queue, paused FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
+SELECT count(*) FROM queue.queues WHERE queue = 'sec_intruder';
+-- with privileges on a queue's tables, the role can use that queue
+GRANT USAGE ON SEQUENCE queue.q_sec_a_b_seq TO regress_queue_nobody;
+GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_sec_a_b, queue.a_sec_a_b TO regress_queue_nobody;
+SET ROLE regress_queue_nobody;
+SELECT queue.enqueue('sec_a_b', '{"n": "granted"}') AS granted \gset
+SELECT payload FROM queue.claim('sec_a_b');
+SELECT queue.complete(:granted);
+-- but not another queue
+SELECT queue.enqueue('sec_q', '{"n": "intruder"}');
+RESET ROLE;
+SELECT state, payload FROM queue.archive WHERE queue = 'sec_a_b' ORDER BY id;
+REVOKE ALL ON queue.q_sec_a_b, queue.a_sec_a_b FROM regress_queue_nobody;
+REVOKE ALL ON SEQUENCE queue.q_sec_a_b_seq FROM regress_queue_nobody;
+DROP ROLE regress_queue_nobody;
+
+--
+-- Every valid name is usable, also names that extend another queue's
+-- name the way the extension names a queue's own objects.
+--
+SELECT queue.create('sec_mail');
+SELECT queue.create('sec_mail_seq');
+SELECT queue.create('sec_mail_ready');
+SELECT queue.create('sec_mail_running');
+SELECT queue.create('sec_late_seq');
+SELECT queue.create('sec_late');
+SELECT queue FROM queue.queues WHERE queue LIKE 'sec\_mail%' OR queue LIKE 'sec\_late%' ORDER BY queue;
