@@ -52,6 +52,7 @@ CREATE TABLE queue._job (
     state       queue.job_state NOT NULL,
     priority    int NOT NULL,
     attempt     int NOT NULL,
+    uncounted   int NOT NULL DEFAULT 0,     -- released attempts: not toward max_attempts
     owner_pid   int,
     group_key   text,
     dedup_key   text,
@@ -107,6 +108,19 @@ CREATE FUNCTION queue._lock_group(qno int, group_key text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_lock_group'
 LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._write_back()
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_write_back'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION queue._held(
+    OUT id bigint, OUT payload jsonb, OUT attempt int, OUT group_key text,
+    OUT enqueued_at timestamptz, OUT lease_until timestamptz, OUT priority int,
+    OUT run_at timestamptz, OUT dedup_key text, OUT last_error text, OUT claimed_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'queue_held'
+LANGUAGE C VOLATILE ROWS 1;
 
 CREATE FUNCTION queue._register()
 RETURNS void
@@ -268,13 +282,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Long-running consumers should keep a short lease and call queue.extend() as a heartbeat.';
     END IF;
-    IF backoff_base IS NULL OR backoff_base < interval '0' THEN
-        RAISE EXCEPTION 'backoff_base must not be negative or null'
+    IF backoff_base IS NULL OR backoff_base < interval '0' OR backoff_base > interval '1 year' THEN
+        RAISE EXCEPTION 'backoff_base must be between 0 and 1 year'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Use interval ''0'' to retry failed jobs at once.';
     END IF;
-    IF backoff_max IS NULL OR backoff_max < backoff_base THEN
-        RAISE EXCEPTION 'backoff_max must be at least backoff_base'
+    IF backoff_max IS NULL OR backoff_max < backoff_base OR backoff_max > interval '1 year' THEN
+        RAISE EXCEPTION 'backoff_max must be at least backoff_base and at most 1 year'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'backoff_max caps the exponential backoff that starts at backoff_base.';
     END IF;
@@ -352,28 +366,30 @@ BEGIN
                   HINT = 'Pass if_not_exists => true to make this a no-op, or queue.alter() to change its options.';
     END IF;
 
+    -- Derived names use '$', which queue names cannot contain, so that no
+    -- queue's objects can collide with another's.
     n := nextval('queue.queue_number_seq');
     INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
                                     max_running, group_retry)
     VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry);
 
-    EXECUTE format('CREATE SEQUENCE queue.%I', q || '_seq');
+    EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
                    ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)', q, n);
     EXECUTE format('ALTER TABLE queue.%I ADD PRIMARY KEY (id)', q);
     -- so that dropping the table (or the extension, with CASCADE) drops it
-    EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '_seq', q);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (priority DESC, rank) WHERE state = ''ready''', q || '_ready', q);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '_scheduled', q);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '_running', q);
-    EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '_dedup', q);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '_group', q);
+    EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '$seq', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (priority DESC, rank) WHERE state = ''ready''', q || '$ready', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (run_at) WHERE state = ''scheduled''', q || '$scheduled', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '$running', q);
+    EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '$dedup', q);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '$group', q);
     EXECUTE format('CREATE TABLE queue.%I (PRIMARY KEY (slot)) INHERITS (queue._slot)', 's_' || queue);
-    EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '_job', 's_' || queue);
+    EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '$job', 's_' || queue);
     PERFORM queue._add_slots(queue, max_running);
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._archive)', a, n);
-    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (finished_at)', a || '_finished', a);
-    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '_id', a);
+    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (finished_at)', a || '$finished', a);
+    EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '$id', a);
 
     PERFORM queue._reset_cursor(n);
     PERFORM queue._invalidate();
@@ -483,7 +499,14 @@ SELECT c.name AS queue,
        j.group_key, j.dedup_key, j.enqueued_at, j.claimed_at, j.lease_until,
        j.last_error
   FROM queue._job j
-  JOIN queue.queue_config c ON c.qno = j.id % 1000000;
+  JOIN queue.queue_config c ON c.qno = j.id % 1000000
+UNION ALL
+-- jobs the current transaction claimed: running, to it (src/held.c)
+SELECT c.name, h.id, 'running', h.payload, h.priority, h.run_at, h.attempt,
+       c.max_attempts, h.group_key, h.dedup_key, h.enqueued_at, h.claimed_at,
+       h.lease_until, h.last_error
+  FROM queue._held() h
+  JOIN queue.queue_config c ON c.qno = h.id % 1000000;
 
 CREATE VIEW queue.archive AS
 SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
@@ -492,11 +515,13 @@ SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
   FROM queue._archive a
   JOIN queue.queue_config c ON c.qno = a.id % 1000000;
 
+-- SECURITY DEFINER: queue.stats is for monitoring roles that cannot read
+-- the queues' tables; it returns counts only.
 CREATE FUNCTION queue._stats(r queue.queue_config,
     OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
     OUT waiting bigint, OUT oldest_ready_age interval,
     OUT completed_last_minute bigint, OUT failed_last_minute bigint)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -517,6 +542,7 @@ BEGIN
     IF oldest_ready_age < interval '0' OR (ready = 0) THEN
         oldest_ready_age := CASE WHEN ready = 0 THEN NULL ELSE interval '0' END;
     END IF;
+    running := running + (SELECT count(*) FROM queue._held() h WHERE h.id % 1000000 = r.qno);
     SELECT rc.completed, rc.failed INTO completed_last_minute, failed_last_minute
       FROM queue._recent_counts(r.qno) rc;
 END
@@ -548,7 +574,7 @@ BEGIN
          WHERE id = (SELECT id FROM queue.%1$I WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)
            AND NOT EXISTS (SELECT 1 FROM queue.%1$I WHERE group_key = $1
                             AND state IN ('ready', 'scheduled', 'running'))$q$,
-        'q_' || r.name, 'q_' || r.name || '_seq')
+        'q_' || r.name, 'q_' || r.name || '$seq')
     USING g;
     PERFORM queue._reset_cursor(r.qno);
 END
@@ -556,7 +582,7 @@ $$;
 
 CREATE FUNCTION queue.history(id bigint)
 RETURNS TABLE (at timestamptz, event text, attempt int, detail text)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -566,6 +592,8 @@ DECLARE
     fstate text;
     cur    text;
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     EXECUTE format('SELECT enqueued_at, claimed_at, attempt, history, state::text AS state, last_error'
                    '  FROM queue.%I WHERE id = $1', 'q_' || r.name)
        INTO job USING id;
@@ -615,11 +643,18 @@ DECLARE
     r  queue.queue_config := queue._queue_of(id);
     st queue.job_state;
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
     IF run_at IS NULL THEN
         RAISE EXCEPTION 'run_at must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass now() to run the job next.';
+    END IF;
+    IF NOT isfinite(run_at) THEN
+        RAISE EXCEPTION 'run_at must be a finite time'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To hold a job back indefinitely, pause its queue or cancel the job.';
     END IF;
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
     IF st IS NULL OR st NOT IN ('ready', 'scheduled', 'waiting') THEN
@@ -640,7 +675,7 @@ BEGIN
                rank = nextval('queue.%2$I'),
                history = coalesce(history, '[]') || jsonb_build_object(
                    'event', 'rescheduled', 'at', clock_timestamp(), 'attempt', attempt, 'detail', 'run_at ' || $2)
-         WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
+         WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '$seq')
     USING id, run_at, priority;
 END
 $$;
@@ -655,6 +690,8 @@ DECLARE
     st queue.job_state;
     g  text;
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
@@ -692,6 +729,8 @@ DECLARE
     g  text;
     busy boolean := false;
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
     EXECUTE format('SELECT state, group_key FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name)
@@ -714,11 +753,11 @@ BEGIN
         EXECUTE format($q$
             UPDATE queue.%1$I
                SET state = CASE WHEN $2 THEN 'waiting' ELSE 'ready' END::queue.job_state,
-                   attempt = 0, run_at = clock_timestamp(), rank = nextval('queue.%2$I'),
+                   attempt = 0, uncounted = 0, run_at = clock_timestamp(), rank = nextval('queue.%2$I'),
                    claimed_at = NULL, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
                    history = coalesce(history, '[]') || jsonb_build_object(
                        'event', 'retried', 'at', clock_timestamp(), 'attempt', attempt)
-             WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '_seq')
+             WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '$seq')
         USING id, busy;
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'job % cannot be retried: another unfinished job has its dedup_key', id
@@ -739,6 +778,8 @@ DECLARE
     g text;
     groups text[];
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     IF filter IS NOT NULL AND jsonb_typeof(filter) <> 'object' THEN
         RAISE EXCEPTION 'purge filter must be a JSON object, not %', jsonb_typeof(filter)
             USING ERRCODE = 'invalid_parameter_value',
@@ -783,15 +824,17 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     q   text := 'q_' || r.name;
-    seq text := 'q_' || r.name || '_seq';
+    seq text := 'q_' || r.name || '$seq';
     t   timestamptz := clock_timestamp();
     g   text;
     dead_groups text[];
 BEGIN
+    -- jobs this transaction claimed are rows again (src/held.c)
+    PERFORM queue._write_back();
     EXECUTE format($q$
         WITH u AS (
         UPDATE queue.%1$I j
-           SET state = CASE WHEN j.attempt >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+           SET state = CASE WHEN j.attempt - j.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
                rank = nextval('queue.%2$I'),
                run_at = greatest(j.run_at, $3),
                lease_until = NULL, owner_pid = NULL, owner_start = NULL,

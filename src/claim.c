@@ -63,6 +63,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	args[1] = Int32GetDatum(want);
 	if (SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not claim jobs of queue \"%s\"", q->name);
+	QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -128,7 +128,10 @@ after_running(QueueInfo *q, SPITupleTable *tup, int id_col, int group_col, bool 
 		QueueGroupAdvance(q, groups, ngroups);
 }
 
-/* Complete the given ids (all of queue q); returns how many finished. */
+/*
+ * Complete the given ids (all of queue q); returns how many finished.
+ * Jobs this transaction claimed itself are finished from memory (held.c).
+ */
 static uint64
 complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 {
@@ -136,6 +139,37 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	char		nulls[3] = "   ";
 	int			ret;
 	uint64		done;
+	int			rest = 0;
+	int			nheld = 0;
+	int			ngroups = 0;
+	Datum	   *held_ids = palloc(sizeof(Datum) * n);
+	Datum	   *groups = palloc(sizeof(Datum) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		stale;
+		Datum		group;
+
+		if (QueueHeldComplete(q, DatumGetInt64(ids[i]), has_token, DatumGetInt32(token), &stale, &group))
+		{
+			held_ids[nheld++] = ids[i];
+			if (group != (Datum) 0)
+				groups[ngroups++] = group;
+		}
+		else if (!stale)
+			ids[rest++] = ids[i];
+	}
+	if (nheld > 0)
+	{
+		QueueXactFinished(q->qno, nheld, 0);
+		if (q->max_running > 0)
+			QueueSlotsFree(q, held_ids, nheld);
+		if (ngroups > 0)
+			QueueGroupAdvance(q, groups, ngroups);
+	}
+	if (rest == 0)
+		return nheld;
+	n = rest;
 
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = token;
@@ -151,7 +185,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 		QueueXactFinished(q->qno, done, 0);
 		after_running(q, SPI_tuptable, 1, 2, false);
 	}
-	return done;
+	return done + nheld;
 }
 
 PG_FUNCTION_INFO_V1(queue_complete);
@@ -271,6 +305,8 @@ queue_fail(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupById(id, has_token);
+	if (q != NULL)
+		QueueHeldWriteBack(q, id);
 	attempt = q != NULL ? lock_running(q, id, PG_GETARG_DATUM(3), has_token) : -1;
 	if (attempt < 0)
 	{
@@ -358,6 +394,7 @@ queue_extend(PG_FUNCTION_ARGS)
 	q = QueueLookupById(id, has_token);
 	if (q != NULL)
 	{
+		QueueHeldWriteBack(q, id);
 		args[0] = Int64GetDatum(id);
 		args[1] = PG_GETARG_DATUM(2);
 		nulls[1] = has_token ? ' ' : 'n';
@@ -402,6 +439,8 @@ queue_release(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupById(id, has_token);
+	if (q != NULL)
+		QueueHeldWriteBack(q, id);
 	if (q == NULL || lock_running(q, id, PG_GETARG_DATUM(2), has_token) < 0)
 	{
 		if (!has_token)

@@ -291,7 +291,7 @@ QueueNextSeq(QueueInfo *q)
 	{
 		char		seqname[NAMEDATALEN + 8];
 
-		snprintf(seqname, sizeof(seqname), "q_%s_seq", q->name);
+		snprintf(seqname, sizeof(seqname), "q_%s$seq", q->name);
 		q->seqid = get_relname_relid(seqname, get_namespace_oid("queue", false));
 		if (!OidIsValid(q->seqid))
 			elog(ERROR, "sequence queue.%s is missing", seqname);
@@ -316,7 +316,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 
 	snprintf(tname, sizeof(tname), "q_%s", q->name);
 	snprintf(aname, sizeof(aname), "a_%s", q->name);
-	snprintf(sname, sizeof(sname), "q_%s_seq", q->name);
+	snprintf(sname, sizeof(sname), "q_%s$seq", q->name);
 	snprintf(slname, sizeof(slname), "s_%s", q->name);
 	t = quote_qualified_identifier("queue", tname);
 	sl = quote_qualified_identifier("queue", slname);
@@ -386,7 +386,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			break;
 		case PLAN_LOCK_RUNNING:
 			appendStringInfo(&buf,
-							 "SELECT attempt FROM %s WHERE id = $1 AND state = 'running'"
+							 "SELECT attempt - uncounted FROM %s WHERE id = $1 AND state = 'running'"
 							 " AND ($2::int IS NULL OR attempt = $2) FOR UPDATE", t);
 			break;
 		case PLAN_FAIL:
@@ -401,7 +401,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		case PLAN_RELEASE:
 			appendStringInfo(&buf,
 							 "UPDATE %s SET state = $2::queue.job_state, run_at = $3, rank = nextval(%s),"
-							 " attempt = attempt - 1, lease_until = NULL, owner_pid = NULL, owner_start = NULL,"
+							 " uncounted = uncounted + 1, lease_until = NULL, owner_pid = NULL, owner_start = NULL,"
 							 " history = coalesce(history, '[]') || jsonb_build_object('event', 'released',"
 							 " 'at', $4, 'attempt', attempt, 'claimed_at', claimed_at)"
 							 " WHERE id = $1 RETURNING priority, rank", t, s);
@@ -444,18 +444,33 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		case PLAN_SLOTS_FREE:
 			appendStringInfo(&buf, "UPDATE %s SET job = NULL WHERE job = ANY ($1)", sl);
 			break;
+		case PLAN_REINSERT:
+			appendStringInfo(&buf,
+							 "INSERT INTO %s (id, payload, attempt, group_key, enqueued_at, lease_until,"
+							 " priority, rank, run_at, dedup_key, last_error, history, uncounted, claimed_at,"
+							 " owner_pid, owner_start, state)"
+							 " SELECT u.*, $15, $16, 'running'"
+							 " FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS u", t);
+			break;
+		case PLAN_ARCHIVE_HELD:
+			appendStringInfo(&buf,
+							 "INSERT INTO %s (id, payload, attempt, group_key, enqueued_at, priority,"
+							 " run_at, dedup_key, last_error, history, claimed_at, finished_at, state)"
+							 " VALUES ($1, $2, $3, $4, $5, $7, $9, $10, $11, $12, $14, $15, 'done')", a);
+			break;
 		case NUM_QUEUE_PLANS:
 			elog(ERROR, "invalid plan id");
 	}
 
+	/* Claimed jobs leave the table until commit: see held.c. */
 	if (claim_pick != NULL)
 		appendStringInfo(&buf,
-						 "WITH u AS (UPDATE %s SET state = 'running', attempt = attempt + 1,"
-						 " claimed_at = $5, lease_until = $5 + $1, owner_pid = $3, owner_start = $4"
+						 "WITH d AS (DELETE FROM %s"
 						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
-						 " RETURNING id, payload, attempt, group_key, enqueued_at, lease_until, priority, rank)"
-						 " SELECT id, payload, attempt, group_key, enqueued_at, lease_until, priority, rank"
-						 " FROM u ORDER BY priority DESC, rank", t, t, claim_pick);
+						 " RETURNING *)"
+						 " SELECT id, payload, attempt + 1, group_key, enqueued_at, $5 + $1, priority, rank,"
+						 " run_at, dedup_key, last_error, history, uncounted"
+						 " FROM d ORDER BY priority DESC, rank", t, t, claim_pick);
 	return buf.data;
 }
 
@@ -536,6 +551,25 @@ plan_args(QueuePlanId which, Oid *types)
 		case PLAN_SLOTS_FREE:
 			types[0] = INT8ARRAYOID;
 			return 1;
+		case PLAN_REINSERT:
+			{
+				static const Oid reinsert[] = {INT8ARRAYOID, JSONBARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+					TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
+					TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
+				TIMESTAMPTZARRAYOID, INT4OID, TIMESTAMPTZOID};
+
+				src = reinsert, n = lengthof(reinsert);
+			}
+			break;
+		case PLAN_ARCHIVE_HELD:
+			{
+				static const Oid archive[] = {INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+					TIMESTAMPTZOID, INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID,
+				INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+				src = archive, n = lengthof(archive);
+			}
+			break;
 		default:
 			elog(ERROR, "invalid plan id");
 	}
@@ -547,7 +581,7 @@ plan_args(QueuePlanId which, Oid *types)
 SPIPlanPtr
 QueueGetPlan(QueueInfo *q, QueuePlanId which)
 {
-	Oid			types[8];
+	Oid			types[16];
 	int			nargs;
 	SPIPlanPtr	plan;
 

@@ -44,6 +44,8 @@ typedef enum QueuePlanId
 	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
 	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */
+	PLAN_REINSERT,				/* write held jobs back as running rows */
+	PLAN_ARCHIVE_HELD,			/* archive a held job completed in its claim's transaction */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -102,6 +104,30 @@ extern void QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n);
 extern int	QueueSlotsTake(QueueInfo *q, int want, Datum **slots);
 extern void QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n);
 extern void QueueSlotsFree(QueueInfo *q, Datum *ids, int n);
+
+/*
+ * held.c: jobs claimed by this transaction.  A claim statement returns, in
+ * this order, the columns a held job keeps (claimed_at is added by us).
+ */
+#define HELD_ID				0
+#define HELD_PAYLOAD		1
+#define HELD_ATTEMPT		2
+#define HELD_GROUP_KEY		3
+#define HELD_ENQUEUED_AT	4
+#define HELD_LEASE_UNTIL	5
+#define HELD_PRIORITY		6
+#define HELD_RANK			7
+#define HELD_RUN_AT			8
+#define HELD_DEDUP_KEY		9
+#define HELD_LAST_ERROR		10
+#define HELD_UNCOUNTED		12
+#define HELD_CLAIMED_AT		13
+#define HELD_NCOLS			14
+extern void QueueHeldInit(void);
+extern void QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at);
+extern bool QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *stale,
+							  Datum *group_key);
+extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
 
 /* shmem.c: per-queue state shared by all backends */
 extern void QueueShmemRequest(void);

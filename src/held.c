@@ -1,0 +1,370 @@
+/*-------------------------------------------------------------------------
+ *
+ * held.c
+ *	  Jobs claimed by the current transaction, kept in memory until it
+ *	  commits.
+ *
+ * A claim deletes the jobs it takes from the hot table and keeps their
+ * rows here.  If the transaction completes a job before it commits (the
+ * exactly-once way of consuming), the job goes straight to the archive, or
+ * nowhere with retention 0: its running state is never written, which
+ * halves the work of a claim-and-complete.  Jobs still held when the
+ * transaction is about to commit are written back as running rows, with
+ * the same id, at XACT_EVENT_PRE_COMMIT (the leased way of consuming).  If
+ * the transaction aborts, the delete is undone with it and the jobs are
+ * ready again, exactly as before the claim.
+ *
+ * Other sessions see a held job as a row locked by us, as they would see a
+ * row we updated; claims skip it.  Within the transaction, anything other
+ * than complete (fail, extend, release, and the management functions)
+ * first writes the held job back, then acts on the row.
+ *
+ * Subtransactions: a rolled-back savepoint undoes the claims, completions
+ * and write-backs made inside it, so entries remember the nesting level at
+ * which each happened.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "queue.h"
+
+typedef struct HeldJob
+{
+	int64		id;
+	int32		qno;
+	int			nest;			/* level that claimed it */
+	int			done_nest;		/* level that completed it, 0 if none */
+	int			written_nest;	/* level that wrote it back, 0 if none */
+	Datum		values[HELD_NCOLS];
+	bool		nulls[HELD_NCOLS];
+} HeldJob;
+
+static List *held = NIL;
+
+/* Element types of the columns, for building arrays; see PLAN_REINSERT. */
+static const Oid held_types[HELD_NCOLS] = {
+	INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID
+};
+
+/*
+ * Keep the jobs a claim statement just deleted (its result: the columns
+ * HELD_* in order).  Values are copied, detoasted, into transaction memory.
+ */
+void
+QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	int			nest = GetCurrentTransactionNestLevel();
+
+	for (uint64 i = first; i < tuptable->numvals; i++)
+	{
+		HeldJob    *j = palloc(sizeof(HeldJob));
+
+		for (int c = 0; c < HELD_CLAIMED_AT; c++)
+		{
+			int16		typlen;
+			bool		typbyval;
+			Datum		v = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, c + 1, &j->nulls[c]);
+
+			if (j->nulls[c])
+			{
+				j->values[c] = (Datum) 0;
+				continue;
+			}
+			get_typlenbyval(held_types[c], &typlen, &typbyval);
+			if (typlen == -1)
+				j->values[c] = PointerGetDatum(PG_DETOAST_DATUM_COPY(v));
+			else
+				j->values[c] = datumCopy(v, typbyval, typlen);
+		}
+		j->values[HELD_CLAIMED_AT] = TimestampTzGetDatum(claimed_at);
+		j->nulls[HELD_CLAIMED_AT] = false;
+		j->id = DatumGetInt64(j->values[HELD_ID]);
+		j->qno = qno;
+		j->nest = nest;
+		j->done_nest = 0;
+		j->written_nest = 0;
+		held = lappend(held, j);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static HeldJob *
+find_held(int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+
+		if (j->id == id && j->done_nest == 0 && j->written_nest == 0)
+			return j;
+	}
+	return NULL;
+}
+
+/*
+ * If this transaction holds job id, complete it: archive it (or not) and
+ * return true.  A stale token gives *stale = true and changes nothing.
+ * Must be called inside QueueSpiBegin.
+ */
+bool
+QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *stale,
+				  Datum *group_key)
+{
+	HeldJob    *j = find_held(id);
+
+	*stale = false;
+	*group_key = (Datum) 0;
+	if (j == NULL)
+		return false;
+	if (has_token && DatumGetInt32(j->values[HELD_ATTEMPT]) != token)
+	{
+		*stale = true;
+		return false;
+	}
+	if (q->keep_archive)
+	{
+		Datum		args[HELD_NCOLS + 1];
+		char		nulls[HELD_NCOLS + 1];
+
+		for (int c = 0; c < HELD_NCOLS; c++)
+		{
+			args[c] = j->values[c];
+			nulls[c] = j->nulls[c] ? 'n' : ' ';
+		}
+		args[HELD_NCOLS] = TimestampTzGetDatum(GetCurrentTimestamp());
+		nulls[HELD_NCOLS] = ' ';
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not archive job " INT64_FORMAT, id);
+	}
+	j->done_nest = GetCurrentTransactionNestLevel();
+	if (!j->nulls[HELD_GROUP_KEY])
+		*group_key = j->values[HELD_GROUP_KEY];
+	return true;
+}
+
+/*
+ * Write the held jobs of queue q (all of them, or only job id) back as
+ * running rows.  Must be called inside QueueSpiBegin.
+ */
+static void
+write_back(QueueInfo *q, int64 only_id)
+{
+	int			n = 0;
+	ListCell   *lc;
+	Datum	   *cols[HELD_NCOLS];
+	bool	   *colnulls[HELD_NCOLS];
+	Datum		args[HELD_NCOLS + 2];
+	int			len = list_length(held);
+
+	for (int c = 0; c < HELD_NCOLS; c++)
+	{
+		cols[c] = palloc(sizeof(Datum) * len);
+		colnulls[c] = palloc(sizeof(bool) * len);
+	}
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+
+		if (j->qno != q->qno || j->done_nest != 0 || j->written_nest != 0 ||
+			(only_id != 0 && j->id != only_id))
+			continue;
+		for (int c = 0; c < HELD_NCOLS; c++)
+		{
+			cols[c][n] = j->values[c];
+			colnulls[c][n] = j->nulls[c];
+		}
+		n++;
+		j->written_nest = GetCurrentTransactionNestLevel();
+	}
+	if (n == 0)
+		return;
+
+	for (int c = 0; c < HELD_NCOLS; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		int			dims[1] = {n};
+		int			lbs[1] = {1};
+
+		get_typlenbyvalalign(held_types[c], &typlen, &typbyval, &typalign);
+		args[c] = PointerGetDatum(construct_md_array(cols[c], colnulls[c], 1, dims, lbs,
+													 held_types[c], typlen, typbyval, typalign));
+	}
+	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
+	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0) != SPI_OK_INSERT ||
+		SPI_processed != (uint64) n)
+		elog(ERROR, "could not write back claimed jobs of queue \"%s\"", q->name);
+}
+
+/*
+ * Before fail, extend or release acts on job id (or before a management
+ * function reads the queue, with id 0): write back what we hold of it.
+ * Must be called inside QueueSpiBegin.
+ */
+void
+QueueHeldWriteBack(QueueInfo *q, int64 id)
+{
+	if (held != NIL)
+		write_back(q, id);
+}
+
+/* Write back every held job, of every queue. */
+static void
+write_back_all(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+		QueueInfo  *q;
+
+		if (j->done_nest != 0 || j->written_nest != 0)
+			continue;
+		q = QueueLookupById(j->id, true);
+		if (q == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("queue of claimed job " INT64_FORMAT " was dropped in the same transaction", j->id),
+					 errhint("Complete or release claimed jobs before dropping their queue.")));
+		write_back(q, 0);
+	}
+}
+
+/* queue._write_back(): management functions see every job as a row. */
+PG_FUNCTION_INFO_V1(queue_write_back);
+Datum
+queue_write_back(PG_FUNCTION_ARGS)
+{
+	if (held != NIL)
+	{
+		QueueSpiBegin();
+		write_back_all();
+		QueueSpiEnd();
+	}
+	PG_RETURN_VOID();
+}
+
+static void
+held_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (held != NIL)
+			{
+				PushActiveSnapshot(GetTransactionSnapshot());
+				QueueSpiBegin();
+				write_back_all();
+				QueueSpiEnd();
+				PopActiveSnapshot();
+			}
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			held = NIL;			/* its memory goes with the transaction */
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+held_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	int			nest = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (held == NIL)
+		return;
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			if (j->nest >= nest)
+				held = foreach_delete_current(held, lc);	/* the delete is undone */
+			else
+			{
+				/* the completion or write-back is undone */
+				if (j->done_nest >= nest)
+					j->done_nest = 0;
+				if (j->written_nest >= nest)
+					j->written_nest = 0;
+			}
+		}
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			if (j->nest >= nest)
+				j->nest = nest - 1;
+			if (j->done_nest >= nest)
+				j->done_nest = nest - 1;
+			if (j->written_nest >= nest)
+				j->written_nest = nest - 1;
+		}
+	}
+}
+
+void
+QueueHeldInit(void)
+{
+	RegisterXactCallback(held_xact_callback, NULL);
+	RegisterSubXactCallback(held_subxact_callback, NULL);
+}
+
+/*
+ * queue._held(): the jobs this transaction holds, so that queue.jobs and
+ * queue.stats show them as running to the transaction that claimed them.
+ */
+PG_FUNCTION_INFO_V1(queue_held);
+Datum
+queue_held(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	static const int cols[] = {HELD_ID, HELD_PAYLOAD, HELD_ATTEMPT, HELD_GROUP_KEY, HELD_ENQUEUED_AT,
+		HELD_LEASE_UNTIL, HELD_PRIORITY, HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_CLAIMED_AT};
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+		Datum		values[lengthof(cols)];
+		bool		nulls[lengthof(cols)];
+
+		if (j->done_nest != 0 || j->written_nest != 0)
+			continue;
+		for (int c = 0; c < (int) lengthof(cols); c++)
+		{
+			values[c] = j->values[cols[c]];
+			nulls[c] = j->nulls[cols[c]];
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
