@@ -142,7 +142,8 @@ SELECT count(*) FROM queue.enqueue_batch('enq_batch', ARRAY['{"n": 6}'::jsonb]);
 SELECT count(*) FROM queue.enqueue_batch('enq_batch', ARRAY[]::jsonb[]);
 SELECT count(*) FROM queue.enqueue_batch('enq_batch', '{}');
 SELECT count(*) AS jobs FROM queue.jobs WHERE queue = 'enq_batch';
--- the options apply to every job of the batch
+-- the options apply to every job of the batch; with a group_key the first
+-- job is the group's head (here scheduled) and the others wait behind it
 SELECT now() + interval '1 day' AS tomorrow \gset
 SELECT count(*) FROM queue.enqueue_batch('enq_batch', ARRAY['{"n": 7}', '{"n": 8}']::jsonb[],
                                          run_at => :'tomorrow', priority => 3, group_key => 'batch-g');

@@ -16,8 +16,8 @@
 CREATE FUNCTION pg_temp.fingerprint() RETURNS text
 LANGUAGE sql AS $$
     SELECT md5(concat_ws('|',
-        (SELECT string_agg(format('%s %s %s %s %s %s %s', queue, max_attempts, lease, backoff_base,
-                                  backoff_max, retention, paused), ',' ORDER BY queue)
+        (SELECT string_agg(format('%s %s %s %s %s %s %s %s %s', queue, max_attempts, lease, backoff_base,
+                                  backoff_max, retention, paused, max_running, group_retry), ',' ORDER BY queue)
            FROM queue.queues WHERE queue LIKE 'err\_%'),
         (SELECT string_agg(format('%s %s %s %s %s %s %s %s', id, state, attempt, priority, run_at,
                                   lease_until, last_error, payload), ',' ORDER BY id)
@@ -61,7 +61,7 @@ BEGIN
 END
 $$;
 
-SELECT queue.create('err_q', max_attempts => 2, backoff_base => '0');
+SELECT queue.create('err_q', max_attempts => 2, backoff_base => '0', lease => '1 hour');
 -- (calls that are meant to succeed use err_ok, so that err_q stays as set up here)
 SELECT queue.create('err_ok');
 SELECT queue.enqueue('err_q', '{"n": "running"}') AS running \gset
@@ -250,6 +250,8 @@ CALL pg_temp.try($$SELECT count(*) FROM queue.history(999999)$$);
 CALL pg_temp.try($$SELECT count(*) FROM queue.history($1)$$, :ready + 1000000000);
 CALL pg_temp.try($$SELECT queue.reschedule(NULL, now())$$);
 CALL pg_temp.try($$SELECT queue.reschedule($1, NULL)$$, :ready);
+CALL pg_temp.try($$SELECT queue.reschedule($1, 'infinity')$$, :ready);
+CALL pg_temp.try($$SELECT queue.reschedule($1, '-infinity')$$, :scheduled);
 CALL pg_temp.try($$SELECT queue.reschedule($1, now())$$, :running);
 CALL pg_temp.try($$SELECT queue.reschedule($1, now())$$, :dead);
 CALL pg_temp.try($$SELECT queue.reschedule(999999, now())$$);
@@ -283,9 +285,16 @@ CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_base => NULL)$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_base => '2 hours')$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_base => '10 seconds', backoff_max => '5 seconds')$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_max => NULL)$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_base => '1 year 1 second', backoff_max => '2 years')$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_max => '1 year 1 second')$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', backoff_max => '13 months')$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', retention => '-1 day')$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', retention => NULL)$$);
 CALL pg_temp.try($$SELECT queue.create('err_opt', if_not_exists => NULL)$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', max_running => 0)$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', max_running => 100001)$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', group_retry => 'retry')$$);
+CALL pg_temp.try($$SELECT queue.create('err_opt', group_retry => NULL)$$);
 -- bad options are refused even when the queue exists and if_not_exists is given
 CALL pg_temp.try($$SELECT queue.create('err_q', max_attempts => 0, if_not_exists => true)$$);
 -- alter
@@ -293,14 +302,19 @@ CALL pg_temp.try($$SELECT queue.alter('err_q', max_attempts => 0)$$);
 CALL pg_temp.try($$SELECT queue.alter('err_q', lease => '-1 second')$$);
 CALL pg_temp.try($$SELECT queue.alter('err_q', backoff_base => '-1 second')$$);
 CALL pg_temp.try($$SELECT queue.alter('err_q', backoff_base => '2 hours')$$);
+CALL pg_temp.try($$SELECT queue.alter('err_q', backoff_max => '2 years')$$);
+CALL pg_temp.try($$SELECT queue.alter('err_q', max_running => -1)$$);
+CALL pg_temp.try($$SELECT queue.alter('err_q', group_retry => 'Block')$$);
 CALL pg_temp.try($$SELECT queue.alter('err_q', retention => '-1 second')$$);
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused, max_running, group_retry
   FROM queue.queues WHERE queue LIKE 'err\_%' ORDER BY queue;
 -- the limits themselves are fine
 CALL pg_temp.try($$SELECT queue.create('err_limits', max_attempts => 1000, lease => '7 days', backoff_base => '0', backoff_max => '0', retention => '0')$$);
 CALL pg_temp.try($$SELECT queue.alter('err_limits', max_attempts => 1)$$);
 SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
   FROM queue.queues WHERE queue = 'err_limits';
+CALL pg_temp.try($$SELECT queue.alter('err_limits', backoff_base => '1 year', backoff_max => '1 year')$$);
+SELECT queue, backoff_base, backoff_max FROM queue.queues WHERE queue = 'err_limits';
 
 --
 -- a transaction that enqueued or claimed cannot be prepared

@@ -239,7 +239,9 @@ CALL pg_temp.try($$SELECT queue.extend($1, NULL)$$, :e1);
 SELECT state, attempt, lease_until = :'before' AS unchanged FROM queue.jobs WHERE id = :e1;
 
 --
--- release: give a job back without counting the attempt
+-- release: give a job back without counting the attempt toward
+-- max_attempts.  attempt still counts claims and keeps going up, so the
+-- token of a claim from before a release never matches a later claim.
 --
 SELECT queue.create('fl_release', max_attempts => 2, backoff_base => '1 hour');
 SELECT queue.enqueue('fl_release', '{"n": 1}') AS l1 \gset
@@ -247,18 +249,35 @@ SELECT queue.enqueue('fl_release', '{"n": 2}') AS l2 \gset
 SELECT payload, attempt FROM queue.claim('fl_release');
 SELECT queue.release(:l1);
 SELECT state, attempt, lease_until, last_error, run_at <= now() AS due FROM queue.jobs WHERE id = :l1;
--- claimable again, with attempt 1 again
+-- claimable again, as attempt 2
 SELECT payload, attempt FROM queue.claim('fl_release', 2) ORDER BY payload->>'n';
+-- the token of the released claim is stale now
+SELECT queue.complete(:l1, 1);
+SELECT queue.fail(:l1, 'stale', attempt => 1) IS NULL AS stale_is_null;
+SELECT queue.release(:l1, attempt => 1);
+SELECT state, attempt, last_error FROM queue.jobs WHERE id = :l1;
 -- releasing does not use up attempts: max_attempts is 2, yet it can be
 -- claimed and released many times
 SELECT queue.release(:l1);
 SELECT attempt FROM queue.claim('fl_release');
-SELECT queue.release(:l1, attempt => 1);
+SELECT queue.release(:l1, attempt => 3);
 SELECT attempt FROM queue.claim('fl_release');
 SELECT queue.release(:l1);
 SELECT attempt FROM queue.claim('fl_release');
+-- the first real failure is the first of its 2 attempts: retried, with
+-- the first backoff (between 30 minutes and 1 hour)
+SELECT clock_timestamp() AS t0 \gset
 SELECT queue.fail(:l1, 'one real failure');
-SELECT state, attempt FROM queue.jobs WHERE id = :l1;
+SELECT clock_timestamp() AS t1 \gset
+SELECT state, attempt,
+       run_at >= :'t0'::timestamptz + interval '30 minutes' AS not_too_early,
+       run_at <= :'t1'::timestamptz + interval '1 hour' AS not_too_late
+  FROM queue.jobs WHERE id = :l1;
+-- and the second real failure is the last
+SELECT queue.reschedule(:l1, now());
+SELECT attempt FROM queue.claim('fl_release');
+SELECT queue.fail(:l1, 'second real failure');
+SELECT state, attempt, last_error FROM queue.jobs WHERE id = :l1;
 -- release with a run_at in the future: scheduled at that time
 SELECT now() + interval '1 hour' AS later \gset
 SELECT queue.release(:l2, :'later');
@@ -269,17 +288,20 @@ SELECT queue.reschedule(:l2, now());
 SELECT attempt FROM queue.claim('fl_release');
 SELECT queue.release(:l2, now() - interval '1 minute');
 SELECT state, attempt FROM queue.jobs WHERE id = :l2;
--- a stale token: false and nothing changes
+-- a stale token: false and nothing changes (attempt 3 holds it now)
 SELECT attempt FROM queue.claim('fl_release');
 SELECT queue.release(:l2, attempt => 2);
 SELECT queue.release(:l2, NULL, 0);
+SELECT queue.release(:l2, attempt => 4);
 SELECT state, attempt FROM queue.jobs WHERE id = :l2;
 -- released, it is not running: releasing it again is an error without a
 -- token, false with one
-SELECT queue.release(:l2);
+SELECT queue.release(:l2, attempt => 3);
 CALL pg_temp.try($$SELECT queue.release($1)$$, :l2);
-SELECT queue.release(:l2, attempt => 1);
+SELECT queue.release(:l2, attempt => 3);
 CALL pg_temp.try($$SELECT queue.release(999999)$$);
 CALL pg_temp.try($$SELECT queue.release($1, 'infinity')$$, :l2);
 CALL pg_temp.try($$SELECT queue.release(NULL)$$);
 SELECT state, attempt FROM queue.jobs WHERE id = :l2;
+-- the history shows each claim with its own attempt
+SELECT event, attempt FROM queue.history(:l2);

@@ -43,13 +43,15 @@ RETURNS TABLE (event text, attempt int, detail text)
 LANGUAGE sql AS $$
     SELECT h.event, h.attempt,
            CASE WHEN h.detail LIKE 'run_at %' THEN 'run_at ...' ELSE h.detail END
-      FROM queue.history(job) h
+      FROM queue.history(job) WITH ORDINALITY AS h(at, event, attempt, detail, n)
+     ORDER BY h.n
 $$;
 CREATE FUNCTION pg_temp.hist_ordered(job bigint)
 RETURNS boolean
 LANGUAGE sql AS $$
     SELECT coalesce(bool_and(prev IS NULL OR prev <= at), true) AND bool_and(at IS NOT NULL)
-      FROM (SELECT h.at, lag(h.at) OVER () AS prev FROM queue.history(job) h) s
+      FROM (SELECT h.at, lag(h.at) OVER (ORDER BY h.n) AS prev
+              FROM queue.history(job) WITH ORDINALITY AS h(at, event, attempt, detail, n)) s
 $$;
 
 --
@@ -148,6 +150,28 @@ SELECT queue.reschedule(:rs7, now());
 ROLLBACK;
 SELECT state FROM queue.jobs WHERE id = :rs7;
 SELECT count(*) FROM queue.claim('man_resched');
+-- run_at must be a finite time
+SELECT run_at AS rs7_run_at FROM queue.jobs WHERE id = :rs7 \gset
+CALL pg_temp.try($$SELECT queue.reschedule($1, 'infinity')$$, :rs7);
+CALL pg_temp.try($$SELECT queue.reschedule($1, '-infinity')$$, :rs7);
+SELECT state, run_at = :'rs7_run_at' AS run_at_unchanged FROM queue.jobs WHERE id = :rs7;
+-- a waiting job (behind the head of its group) can be rescheduled: it
+-- keeps waiting, with the new run_at and priority
+SELECT queue.enqueue('man_resched', '{"n": 8}', group_key => 'g') AS rs8 \gset
+SELECT queue.enqueue('man_resched', '{"n": 9}', group_key => 'g') AS rs9 \gset
+SELECT payload, state FROM queue.jobs WHERE id IN (:rs8, :rs9) ORDER BY id;
+SELECT now() + interval '3 hours' AS later3 \gset
+SELECT queue.reschedule(:rs9, :'later3', priority => 4);
+SELECT state, priority, run_at = :'later3' AS at_later3 FROM queue.jobs WHERE id = :rs9;
+SELECT queue.reschedule(:rs9, now());
+SELECT state, priority FROM queue.jobs WHERE id = :rs9;
+SELECT payload FROM queue.claim('man_resched', 10);
+-- once the head is done, it is the head: ready at the time it was given
+SELECT queue.complete(:rs8);
+SELECT state, priority FROM queue.jobs WHERE id = :rs9;
+SELECT payload FROM queue.claim('man_resched', 10);
+SELECT queue.complete(:rs9);
+SELECT * FROM pg_temp.hist(:rs9);
 
 --
 -- cancel

@@ -122,6 +122,49 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'queue_held'
 LANGUAGE C VOLATILE ROWS 1;
 
+CREATE FUNCTION queue._group_busy(qno int, group_key text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_group_busy'
+LANGUAGE C VOLATILE STRICT;
+
+-- the heads of these groups may have left: the next jobs take over
+CREATE FUNCTION queue._advance_groups(qno int, group_keys text[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_advance_groups'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._free_slots(qno int, ids bigint[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_free_slots'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._count(qno int, from_state text, to_state text, n bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_count'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._new_queue(qno int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_new_queue'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._recount(qno int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_recount'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._counts(qno int, OUT valid boolean, OUT gen bigint,
+    OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint, OUT waiting bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'queue_counts'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._set_counts(qno int, gen bigint,
+    ready bigint, scheduled bigint, running bigint, dead bigint, waiting bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_set_counts'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._register()
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_register'
@@ -327,6 +370,30 @@ BEGIN
 END
 $$;
 
+/*
+ * A new max_running: slots 1..n, with the jobs running now holding slots
+ * (those beyond n get slots above n, which claims wait to see go).
+ */
+CREATE FUNCTION queue._rebuild_slots(queue text, n int)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('DELETE FROM queue.%I', 's_' || queue);
+    IF n IS NOT NULL THEN
+        EXECUTE format($q$
+            INSERT INTO queue.%1$I (slot, job)
+            SELECT coalesce(g, r.rn), r.id
+              FROM generate_series(1, $1) g
+              FULL JOIN (SELECT id, row_number() OVER (ORDER BY id) AS rn
+                           FROM queue.%2$I WHERE state = 'running') r ON r.rn = g$q$,
+            's_' || queue, 'q_' || queue)
+        USING n;
+    END IF;
+END
+$$;
+
 CREATE FUNCTION queue.create(
     queue         text,
     max_attempts  int DEFAULT 5,
@@ -384,6 +451,8 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '$running', q);
     EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '$dedup', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '$group', q);
+    -- at most one row per group: its head
+    EXECUTE format('CREATE INDEX %I ON queue.%I (group_key) WHERE group_key IS NOT NULL AND state IN (''ready'', ''scheduled'', ''running'')', q || '$head', q);
     EXECUTE format('CREATE TABLE queue.%I (PRIMARY KEY (slot)) INHERITS (queue._slot)', 's_' || queue);
     EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '$job', 's_' || queue);
     PERFORM queue._add_slots(queue, max_running);
@@ -392,6 +461,7 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '$id', a);
 
     PERFORM queue._reset_cursor(n);
+    PERFORM queue._new_queue(n);
     PERFORM queue._invalidate();
 END
 $$;
@@ -427,7 +497,9 @@ BEGIN
            backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running,
            group_retry = r.group_retry
      WHERE c.qno = r.qno;
-    PERFORM queue._add_slots(queue, r.max_running);
+    IF max_running IS NOT NULL THEN
+        PERFORM queue._rebuild_slots(queue, r.max_running);
+    END IF;
     PERFORM queue._invalidate();
 END
 $$;
@@ -521,28 +593,50 @@ CREATE FUNCTION queue._stats(r queue.queue_config,
     OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
     OUT waiting bigint, OUT oldest_ready_age interval,
     OUT completed_last_minute bigint, OUT failed_last_minute bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    q text := 'q_' || r.name;
+    c record;
 BEGIN
-    -- Each count is answered by its own partial index.
-    EXECUTE format($q$
-        SELECT (SELECT count(*) FROM queue.%1$I WHERE state = 'ready')
-             + (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled' AND run_at <= now()),
-               (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled' AND run_at > now()),
-               (SELECT count(*) FROM queue.%1$I WHERE state = 'running'),
-               (SELECT count(*) FROM queue.%1$I WHERE state = 'dead'),
-               (SELECT count(*) FROM queue.%1$I WHERE state = 'waiting'),
-               now() - least(
-                   (SELECT min(run_at) FROM queue.%1$I WHERE state = 'scheduled'),
-                   (SELECT run_at FROM queue.%1$I WHERE state = 'ready'
-                     ORDER BY priority DESC, rank LIMIT 1))
-        $q$, 'q_' || r.name)
-    INTO ready, scheduled, running, dead, waiting, oldest_ready_age;
-    IF oldest_ready_age < interval '0' OR (ready = 0) THEN
-        oldest_ready_age := CASE WHEN ready = 0 THEN NULL ELSE interval '0' END;
+    -- Counts come from shared memory, kept by committing transactions.
+    -- When they are not known there (after a restart, or after a change
+    -- made wholesale) they are counted once, and kept unless something
+    -- changed meanwhile: c.gen is read before the count's snapshot.
+    c := queue._counts(r.qno);
+    IF c.valid THEN
+        ready := c.ready; scheduled := c.scheduled; running := c.running;
+        dead := c.dead; waiting := c.waiting;
+    ELSE
+        EXECUTE format($q$
+            SELECT (SELECT count(*) FROM queue.%1$I WHERE state = 'ready'),
+                   (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled'),
+                   (SELECT count(*) FROM queue.%1$I WHERE state = 'running'),
+                   (SELECT count(*) FROM queue.%1$I WHERE state = 'dead'),
+                   (SELECT count(*) FROM queue.%1$I WHERE state = 'waiting')$q$, q)
+        INTO ready, scheduled, running, dead, waiting;
+        PERFORM queue._set_counts(r.qno, c.gen, ready, scheduled, running, dead, waiting);
     END IF;
+    -- jobs this transaction claimed and holds (src/held.c)
     running := running + (SELECT count(*) FROM queue._held() h WHERE h.id % 1000000 = r.qno);
+
+    -- The oldest ready job is at the head of one of the priorities: visit
+    -- each priority's head once (a loose index scan), not every job.
+    EXECUTE format($q$
+        WITH RECURSIVE p(priority) AS (
+            (SELECT priority FROM queue.%1$I WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)
+          UNION ALL
+            SELECT (SELECT j.priority FROM queue.%1$I j WHERE j.state = 'ready' AND j.priority < p.priority
+                     ORDER BY j.priority DESC, j.rank LIMIT 1)
+              FROM p WHERE p.priority IS NOT NULL)
+        SELECT greatest(now() - min(h.since), interval '0')
+          FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM queue.%1$I j
+                            WHERE j.state = 'ready' AND j.priority = p.priority
+                            ORDER BY j.rank LIMIT 1) h
+         WHERE p.priority IS NOT NULL$q$, q)
+    INTO oldest_ready_age;
+
     SELECT rc.completed, rc.failed INTO completed_last_minute, failed_last_minute
       FROM queue._recent_counts(r.qno) rc;
 END
@@ -555,30 +649,6 @@ SELECT c.name AS queue, s.ready, s.scheduled, s.running, s.dead,
 
 /* ---------------------------------------------------------------- jobs */
 
-/*
- * The head of group g may have left (finished, died, was cancelled or
- * purged): if no job of the group is ready, scheduled or running, the
- * oldest waiting one becomes the head (see src/groups.c).
- */
-CREATE FUNCTION queue._advance_group(r queue.queue_config, g text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM queue._lock_group(r.qno, g);
-    EXECUTE format($q$
-        UPDATE queue.%1$I
-           SET rank = nextval('queue.%2$I'),
-               state = CASE WHEN run_at > clock_timestamp() THEN 'scheduled' ELSE 'ready' END::queue.job_state
-         WHERE id = (SELECT id FROM queue.%1$I WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)
-           AND NOT EXISTS (SELECT 1 FROM queue.%1$I WHERE group_key = $1
-                            AND state IN ('ready', 'scheduled', 'running'))$q$,
-        'q_' || r.name, 'q_' || r.name || '$seq')
-    USING g;
-    PERFORM queue._reset_cursor(r.qno);
-END
-$$;
 
 CREATE FUNCTION queue.history(id bigint)
 RETURNS TABLE (at timestamptz, event text, attempt int, detail text)
@@ -647,6 +717,7 @@ BEGIN
     PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
+    PERFORM queue._recount(r.qno);
     IF run_at IS NULL THEN
         RAISE EXCEPTION 'run_at must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass now() to run the job next.';
@@ -672,7 +743,7 @@ BEGIN
                             ELSE 'scheduled' END::queue.job_state,
                run_at = greatest($2, enqueued_at),
                priority = coalesce($3, priority),
-               rank = nextval('queue.%2$I'),
+               rank = CASE WHEN state = 'waiting' THEN rank ELSE nextval('queue.%2$I') END,
                history = coalesce(history, '[]') || jsonb_build_object(
                    'event', 'rescheduled', 'at', clock_timestamp(), 'attempt', attempt, 'detail', 'run_at ' || $2)
          WHERE id = $1$q$, 'q_' || r.name, 'q_' || r.name || '$seq')
@@ -694,6 +765,7 @@ BEGIN
     PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
+    PERFORM queue._recount(r.qno);
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
     IF st IS NULL OR st = 'running' THEN
         RAISE EXCEPTION 'job % cannot be cancelled', id
@@ -713,7 +785,7 @@ BEGIN
         SELECT group_key FROM d$q$, 'q_' || r.name, 'a_' || r.name)
     INTO g USING id, r.retention > interval '0';
     IF g IS NOT NULL THEN
-        PERFORM queue._advance_group(r, g);
+        PERFORM queue._advance_groups(r.qno, ARRAY[g]);
     END IF;
 END
 $$;
@@ -733,6 +805,7 @@ BEGIN
     PERFORM queue._write_back();
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
+    PERFORM queue._recount(r.qno);
     EXECUTE format('SELECT state, group_key FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name)
        INTO st, g USING id;
     IF st IS DISTINCT FROM 'dead' THEN
@@ -744,10 +817,7 @@ BEGIN
     END IF;
     IF g IS NOT NULL THEN
         -- its group went on without it: it waits behind the group's head
-        PERFORM queue._lock_group(r.qno, g);
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM queue.%I WHERE group_key = $1 AND state <> ''dead'')',
-                       'q_' || r.name)
-           INTO busy USING g;
+        busy := queue._group_busy(r.qno, g);
     END IF;
     BEGIN
         EXECUTE format($q$
@@ -787,6 +857,7 @@ BEGIN
     END IF;
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
+    PERFORM queue._recount(r.qno);
     -- Running jobs belong to their consumers: they are not purged.
     EXECUTE format($q$
         WITH d AS (DELETE FROM queue.%I WHERE state <> 'running' AND ($1 IS NULL OR payload @> $1)
@@ -794,9 +865,7 @@ BEGIN
         SELECT count(*), array_agg(DISTINCT group_key) FILTER (WHERE group_key IS NOT NULL) FROM d$q$,
         'q_' || r.name)
     INTO n, groups USING filter;
-    FOREACH g IN ARRAY coalesce(groups, '{}') LOOP
-        PERFORM queue._advance_group(r, g);
-    END LOOP;
+    PERFORM queue._advance_groups(r.qno, groups);
     RETURN n;
 END
 $$;
@@ -826,8 +895,9 @@ DECLARE
     q   text := 'q_' || r.name;
     seq text := 'q_' || r.name || '$seq';
     t   timestamptz := clock_timestamp();
-    g   text;
     dead_groups text[];
+    expired_ids bigint[];
+    n_dead bigint;
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
@@ -850,14 +920,17 @@ BEGIN
                           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.owner_pid) a
                                        WHERE a.backend_start = s.owner_start))
                 ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
-         RETURNING j.id, j.state, j.group_key),
-             f AS (UPDATE queue.%3$I s SET job = NULL FROM u WHERE s.job = u.id)
-        SELECT count(*), array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead' AND group_key IS NOT NULL)
-          FROM u$q$, q, seq, 's_' || r.name)
-    INTO expired, dead_groups USING batch, r.max_attempts, t;
-    FOREACH g IN ARRAY coalesce(dead_groups, '{}') LOOP
-        PERFORM queue._advance_group(r, g);
-    END LOOP;
+         RETURNING j.id, j.state, j.group_key)
+        SELECT count(*), count(*) FILTER (WHERE state = 'dead'), array_agg(id),
+               array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead' AND group_key IS NOT NULL)
+          FROM u$q$, q, seq)
+    INTO expired, n_dead, expired_ids, dead_groups USING batch, r.max_attempts, t;
+    IF expired > 0 THEN
+        PERFORM queue._free_slots(r.qno, expired_ids);
+    END IF;
+    PERFORM queue._count(r.qno, 'running', 'dead', n_dead);
+    PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead);
+    PERFORM queue._advance_groups(r.qno, dead_groups);
 
     EXECUTE format($q$
         UPDATE queue.%1$I j
@@ -868,6 +941,7 @@ BEGIN
                 ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
     USING batch, t;
     GET DIAGNOSTICS promoted = ROW_COUNT;
+    PERFORM queue._count(r.qno, 'scheduled', 'ready', promoted);
 
     deleted := 0;
     IF cleanup THEN

@@ -18,12 +18,13 @@ SELECT attname, format_type(atttypid, atttypmod) AS type
 --
 SELECT queue.create('qs_defaults');
 SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused,
-       created_at <= now() AS created_at_ok
+       created_at <= now() AS created_at_ok, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_defaults';
--- its tables and sequence exist
+-- its tables and sequence exist (derived names use '$', which queue names
+-- cannot contain)
 SELECT to_regclass('queue.q_qs_defaults') IS NOT NULL AS jobs_table,
        to_regclass('queue.a_qs_defaults') IS NOT NULL AS archive_table,
-       to_regclass('queue.q_qs_defaults_seq') IS NOT NULL AS sequence;
+       to_regclass('queue."q_qs_defaults$seq"') IS NOT NULL AS sequence;
 -- and it is usable at once
 SELECT queue.enqueue('qs_defaults', '{"n": 1}') > 0 AS enqueued;
 SELECT queue, state, payload FROM queue.jobs WHERE queue = 'qs_defaults';
@@ -33,11 +34,11 @@ SELECT queue, state, payload FROM queue.jobs WHERE queue = 'qs_defaults';
 --
 SELECT queue.create('qs_options', max_attempts => 7, lease => '2 minutes',
                     backoff_base => '5 seconds', backoff_max => '10 minutes',
-                    retention => '3 days');
-SELECT queue.create('qs_positional', 3, '1 minute', '2 seconds', '20 seconds', '0');
+                    retention => '3 days', max_running => 4, group_retry => 'requeue');
+SELECT queue.create('qs_positional', 3, '1 minute', '2 seconds', '20 seconds', '0', false, 6, 'requeue');
 -- backoff_base 0 and backoff_max 0 are allowed (retry at once)
 SELECT queue.create('qs_zero', backoff_base => '0', backoff_max => '0');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused, max_running, group_retry
   FROM queue.queues WHERE queue LIKE 'qs\_%' ORDER BY queue;
 
 --
@@ -45,8 +46,9 @@ SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, paused
 --
 SELECT queue.create('qs_defaults');
 -- if_not_exists: a notice, and nothing changes (not even the options)
-SELECT queue.create('qs_defaults', max_attempts => 9, if_not_exists => true);
-SELECT queue, max_attempts, lease FROM queue.queues WHERE queue = 'qs_defaults';
+SELECT queue.create('qs_defaults', max_attempts => 9, if_not_exists => true, max_running => 1,
+                    group_retry => 'requeue');
+SELECT queue, max_attempts, lease, max_running, group_retry FROM queue.queues WHERE queue = 'qs_defaults';
 SELECT count(*) AS jobs_kept FROM queue.jobs WHERE queue = 'qs_defaults';
 -- if_not_exists on a new name creates it
 SELECT queue.create('qs_ine', if_not_exists => true);
@@ -56,28 +58,39 @@ SELECT count(*) FROM queue.queues WHERE queue = 'qs_ine';
 -- alter: each option on its own, the others unchanged
 --
 SELECT queue.alter('qs_options', max_attempts => 2);
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 SELECT queue.alter('qs_options', lease => '45 seconds');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 SELECT queue.alter('qs_options', backoff_base => '0');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 SELECT queue.alter('qs_options', backoff_max => '1 hour');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 SELECT queue.alter('qs_options', retention => '0');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
+  FROM queue.queues WHERE queue = 'qs_options';
+SELECT queue.alter('qs_options', max_running => 3);
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
+  FROM queue.queues WHERE queue = 'qs_options';
+SELECT queue.alter('qs_options', group_retry => 'block');
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
+  FROM queue.queues WHERE queue = 'qs_options';
+-- max_running 0 removes the limit
+SELECT queue.alter('qs_options', max_running => 0);
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 -- NULL arguments (explicit or left out) leave the options unchanged
 SELECT queue.alter('qs_options', NULL, NULL, NULL, NULL, NULL);
+SELECT queue.alter('qs_options', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 SELECT queue.alter('qs_options');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 -- an alter that would leave invalid options is refused as a whole
 SELECT queue.alter('qs_options', max_attempts => 4, backoff_base => '2 hours');
-SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention
+SELECT queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
   FROM queue.queues WHERE queue = 'qs_options';
 
 -- The altered options are what the queue uses from then on.
@@ -118,6 +131,8 @@ SELECT state, attempt, max_attempts FROM queue.jobs WHERE id = :opt4;
 --
 SELECT queue.create('qs_drop');
 SELECT qno AS drop_qno FROM queue.queue_config WHERE name = 'qs_drop' \gset
+SELECT count(*) > 3 AS has_relations FROM pg_class
+ WHERE relnamespace = 'queue'::regnamespace AND relname ~ '^[a-z]_qs_drop(\$.*|_pkey)?$';
 SELECT count(*) FROM queue.enqueue_batch('qs_drop', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]);
 SELECT id AS drop_done FROM queue.claim('qs_drop') \gset
 SELECT queue.complete(:drop_done);
@@ -139,7 +154,10 @@ SELECT count(*) AS jobs FROM queue._job WHERE id % 1000000 = :drop_qno;
 SELECT count(*) AS archived FROM queue._archive WHERE id % 1000000 = :drop_qno;
 SELECT to_regclass('queue.q_qs_drop') IS NULL AS jobs_table_gone,
        to_regclass('queue.a_qs_drop') IS NULL AS archive_table_gone,
-       to_regclass('queue.q_qs_drop_seq') IS NULL AS sequence_gone;
+       to_regclass('queue."q_qs_drop$seq"') IS NULL AS sequence_gone;
+-- nor any other relation of the queue (indexes, its slot table)
+SELECT count(*) AS relations_left FROM pg_class
+ WHERE relnamespace = 'queue'::regnamespace AND relname ~ '^[a-z]_qs_drop(\$.*|_pkey)?$';
 -- dropping it again is an error, unless if_exists
 SELECT queue.drop('qs_drop');
 SELECT queue.drop('qs_drop', if_exists => true);

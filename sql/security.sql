@@ -62,11 +62,14 @@ CREATE FUNCTION evil.ne_state(queue.job_state, queue.job_state) RETURNS boolean
 CREATE OPERATOR evil.<> (LEFTARG = queue.job_state, RIGHTARG = queue.job_state, FUNCTION = evil.ne_state);
 -- tables named like the extension's
 CREATE TABLE evil.queue_config (LIKE queue.queue_config);
-INSERT INTO evil.queue_config VALUES (999998, 'sec_q', 1, '1 second', '0', '0', '0', true, '2000-01-01');
+INSERT INTO evil.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
+                               max_running, group_retry, paused, created_at)
+VALUES (999998, 'sec_q', 1, '1 second', '0', '0', '0', 1, 'requeue', true, '2000-01-01');
 CREATE TABLE evil._job (LIKE queue._job);
 CREATE TABLE evil.q_sec_q (LIKE queue._job);
 CREATE TABLE evil.a_sec_q (LIKE queue._archive);
-CREATE SEQUENCE evil.q_sec_q_seq START 777;
+CREATE TABLE evil.s_sec_q (LIKE queue._slot);
+CREATE SEQUENCE evil."q_sec_q$seq" START 777;
 CREATE TEMP TABLE queue_config (LIKE queue.queue_config);
 CREATE TEMP TABLE q_sec_q (LIKE queue._job);
 
@@ -85,11 +88,12 @@ SELECT count(*) FROM evil.queue_config;
 SELECT queue.create('sec_q', backoff_base => '0');
 SELECT queue.create('sec_q', if_not_exists => true);
 SELECT queue.create('sec_dead', max_attempts => 1);
-SELECT queue.alter('sec_q', max_attempts => 3);
+SELECT queue.alter('sec_q', max_attempts => 3, max_running => 10, group_retry => 'requeue');
 SELECT queue.pause('sec_q');
 SELECT queue.resume('sec_q');
 SELECT queue.enqueue('sec_q', '{"n": 1, "companyId": 3345}') AS s1 \gset
 SELECT queue.enqueue('sec_q', '{"n": 2}', priority => 1, group_key => 'g') AS s2 \gset
+SELECT queue.enqueue('sec_q', '{"n": 11}', group_key => 'g') AS s11 \gset
 SELECT queue.enqueue('sec_q', '{"n": 3}', dedup_key => 'k') AS s3 \gset
 SELECT queue.enqueue('sec_q', '{"n": 3}', dedup_key => 'k') AS s3_again \gset
 SELECT queue.enqueue('sec_q', '{"n": 4}', delay => '1 hour') AS s4 \gset
@@ -105,7 +109,7 @@ SELECT queue.reschedule(:s4, '2000-01-01', priority => 2);
 SELECT queue.cancel(:s5);
 SELECT payload FROM queue.claim('sec_q', 10);
 SELECT queue.complete(:'batch'::bigint[]);
-SELECT queue.complete(:s3, 1);
+SELECT queue.complete(:s3, 2);
 SELECT queue.enqueue('sec_q', '{"n": 9, "companyId": 3345}') AS s9 \gset
 SELECT queue.enqueue('sec_q', '{"n": 10}') AS s10 \gset
 SELECT queue.purge('sec_q', '{"companyId": 3345}');
@@ -134,7 +138,7 @@ RESET search_path;
 
 -- What it all did, looked at with the normal search_path: the real queue
 -- tables were used, the traps' tables were not touched.
-SELECT queue, max_attempts, lease, backoff_base, paused FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
+SELECT queue, max_attempts, lease, backoff_base, paused, max_running, group_retry FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
 SELECT queue, state, payload, priority, attempt, last_error FROM queue.jobs WHERE queue LIKE 'sec\_%' ORDER BY queue, id;
 SELECT queue, state, payload FROM queue.archive WHERE queue LIKE 'sec\_%' ORDER BY queue, id;
 SELECT :s3 = :s3_again AS dedup_worked, :s1 / 1000000 AS first_seq;
@@ -142,7 +146,8 @@ SELECT (SELECT count(*) FROM evil.queue_config) AS evil_config,
        (SELECT count(*) FROM evil._job) AS evil_job,
        (SELECT count(*) FROM evil.q_sec_q) AS evil_jobs,
        (SELECT count(*) FROM evil.a_sec_q) AS evil_archive,
-       (SELECT last_value FROM evil.q_sec_q_seq) AS evil_seq,
+       (SELECT count(*) FROM evil.s_sec_q) AS evil_slots,
+       (SELECT last_value FROM evil."q_sec_q$seq") AS evil_seq,
        (SELECT count(*) FROM pg_temp.queue_config) AS temp_config,
        (SELECT count(*) FROM pg_temp.q_sec_q) AS temp_jobs;
 SET client_min_messages = warning;
@@ -189,6 +194,9 @@ SELECT queue.create('sec_intruder');
 SELECT queue.drop('sec_q');
 SELECT count(*) FROM queue.jobs;
 SELECT count(*) FROM queue.archive;
+-- queue.stats gives it the counts (and nothing else) of every queue
+SELECT queue, ready, scheduled, running, dead, waiting FROM queue.stats
+ WHERE queue LIKE 'sec\_%' ORDER BY queue;
 CREATE TABLE queue.sec_intruder (x int);
 SET queue.max_payload_size = 100;
 RESET ROLE;
@@ -196,7 +204,7 @@ SELECT count(*) AS intruder_jobs FROM queue.jobs WHERE payload ? 'n' AND payload
 SELECT queue, paused FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
 SELECT count(*) FROM queue.queues WHERE queue = 'sec_intruder';
 -- with privileges on a queue's tables, the role can use that queue
-GRANT USAGE ON SEQUENCE queue.q_sec_a_b_seq TO regress_queue_nobody;
+GRANT USAGE ON SEQUENCE queue."q_sec_a_b$seq" TO regress_queue_nobody;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_sec_a_b, queue.a_sec_a_b TO regress_queue_nobody;
 SET ROLE regress_queue_nobody;
 SELECT queue.enqueue('sec_a_b', '{"n": "granted"}') AS granted \gset
@@ -207,7 +215,7 @@ SELECT queue.enqueue('sec_q', '{"n": "intruder"}');
 RESET ROLE;
 SELECT state, payload FROM queue.archive WHERE queue = 'sec_a_b' ORDER BY id;
 REVOKE ALL ON queue.q_sec_a_b, queue.a_sec_a_b FROM regress_queue_nobody;
-REVOKE ALL ON SEQUENCE queue.q_sec_a_b_seq FROM regress_queue_nobody;
+REVOKE ALL ON SEQUENCE queue."q_sec_a_b$seq" FROM regress_queue_nobody;
 DROP ROLE regress_queue_nobody;
 
 --

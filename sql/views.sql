@@ -24,20 +24,22 @@ SELECT attname, format_type(atttypid, atttypmod) AS type
 SELECT queue.create('vw_empty');
 SELECT count(*) FROM queue.jobs WHERE queue = 'vw_empty';
 SELECT count(*) FROM queue.archive WHERE queue = 'vw_empty';
-SELECT queue, ready, scheduled, running, dead, oldest_ready_age,
+SELECT queue, ready, scheduled, running, dead, waiting, oldest_ready_age,
        completed_last_minute, failed_last_minute
   FROM queue.stats WHERE queue = 'vw_empty';
 
 --
 -- two queues with jobs in every state
 --
-SELECT queue.create('vw_mail', max_attempts => 1);
-SELECT queue.create('vw_sms', max_attempts => 3, backoff_base => '1 hour');
+SELECT queue.create('vw_mail', max_attempts => 1, lease => '1 hour');
+SELECT queue.create('vw_sms', max_attempts => 3, backoff_base => '1 hour', lease => '1 hour');
 SELECT queue.enqueue('vw_mail', '{"companyId": 3345, "to": "a"}', priority => 2, group_key => 'c3345') AS m1 \gset
 SELECT queue.enqueue('vw_mail', '{"companyId": 3345, "to": "b"}', dedup_key => 'welcome-b') AS m2 \gset
 SELECT queue.enqueue('vw_mail', '{"companyId": 12, "to": "c"}') AS m3 \gset
 SELECT queue.enqueue('vw_mail', '{"companyId": 3345, "to": "d"}', delay => '1 hour') AS m4 \gset
 SELECT queue.enqueue('vw_mail', '{"companyId": 12, "to": "e"}') AS m5 \gset
+-- j waits behind a, the head of group c3345
+SELECT queue.enqueue('vw_mail', '{"companyId": 3345, "to": "j"}', group_key => 'c3345') AS m6 \gset
 SELECT queue.enqueue('vw_sms', '{"companyId": 3345, "to": "f"}') AS s1 \gset
 SELECT queue.enqueue('vw_sms', '{"companyId": 77, "to": "g"}') AS s2 \gset
 SELECT queue.enqueue('vw_sms', '{"companyId": 3345, "to": "h", "urgent": true}', run_at => now() + interval '1 day') AS s3 \gset
@@ -57,6 +59,7 @@ SELECT queue, payload->>'to' AS job FROM queue.jobs WHERE queue LIKE 'vw\_%' AND
 SELECT queue, payload->>'to' AS job FROM queue.jobs WHERE queue LIKE 'vw\_%' AND state = 'scheduled' ORDER BY queue, id;
 SELECT queue, payload->>'to' AS job FROM queue.jobs WHERE queue LIKE 'vw\_%' AND state = 'running' ORDER BY queue, id;
 SELECT queue, payload->>'to' AS job, last_error FROM queue.jobs WHERE queue LIKE 'vw\_%' AND state = 'dead' ORDER BY queue, id;
+SELECT queue, payload->>'to' AS job, group_key FROM queue.jobs WHERE queue LIKE 'vw\_%' AND state = 'waiting' ORDER BY queue, id;
 SELECT queue, state, count(*) FROM queue.jobs WHERE queue LIKE 'vw\_%' GROUP BY queue, state ORDER BY queue, state;
 
 -- filtering by payload, across queues
@@ -79,7 +82,7 @@ SELECT state, run_at <= now() AS due, run_at > enqueued_at AS was_delayed FROM q
 --
 -- stats
 --
-SELECT queue, ready, scheduled, running, dead, oldest_ready_age IS NOT NULL AS has_oldest_ready_age,
+SELECT queue, ready, scheduled, running, dead, waiting, oldest_ready_age IS NOT NULL AS has_oldest_ready_age,
        completed_last_minute, failed_last_minute
   FROM queue.stats WHERE queue LIKE 'vw\_%' ORDER BY queue;
 -- the counts agree with queue.jobs
@@ -87,10 +90,11 @@ SELECT s.queue,
        s.ready = count(*) FILTER (WHERE j.state = 'ready') AS ready_ok,
        s.scheduled = count(*) FILTER (WHERE j.state = 'scheduled') AS scheduled_ok,
        s.running = count(*) FILTER (WHERE j.state = 'running') AS running_ok,
-       s.dead = count(*) FILTER (WHERE j.state = 'dead') AS dead_ok
+       s.dead = count(*) FILTER (WHERE j.state = 'dead') AS dead_ok,
+       s.waiting = count(*) FILTER (WHERE j.state = 'waiting') AS waiting_ok
   FROM queue.stats s LEFT JOIN queue.jobs j ON j.queue = s.queue
  WHERE s.queue LIKE 'vw\_%'
- GROUP BY s.queue, s.ready, s.scheduled, s.running, s.dead
+ GROUP BY s.queue, s.ready, s.scheduled, s.running, s.dead, s.waiting
  ORDER BY s.queue;
 -- oldest_ready_age is how long a ready job has waited
 SELECT oldest_ready_age >= interval '0' AS not_negative,
@@ -99,20 +103,24 @@ SELECT oldest_ready_age >= interval '0' AS not_negative,
 
 -- completions and failures are counted as they commit
 SELECT queue.complete(:m1);
-SELECT count(*) FROM queue.claim('vw_mail', 10);
-SELECT queue.complete(ARRAY[:m3, :m5]);
+-- now that a is done, j is the head of its group, and ready
+SELECT state FROM queue.jobs WHERE id = :m6;
+SELECT payload->>'to' AS job FROM queue.claim('vw_mail', 10) ORDER BY 1;
+SELECT queue.complete(ARRAY[:m3, :m5, :m6]);
 SELECT queue.complete(:s2);
-SELECT queue.reschedule(:s1, now());
-SELECT count(*) FROM queue.claim('vw_sms');
+-- (priority 1: f goes before i, which the background worker may have made
+-- ready before f was rescheduled)
+SELECT queue.reschedule(:s1, now(), priority => 1);
+SELECT payload->>'to' AS job FROM queue.claim('vw_sms');
 SELECT queue.fail(:s1, 'gateway down again');
 -- a rolled-back completion is not counted
 BEGIN;
-SELECT count(*) FROM queue.claim('vw_sms');
+SELECT payload->>'to' AS job FROM queue.claim('vw_sms');
 SELECT queue.complete(:s4);
 ROLLBACK;
 -- nor a stale one
 SELECT queue.complete(:s1, 1);
-SELECT queue, ready, scheduled, running, dead, oldest_ready_age IS NOT NULL AS has_oldest_ready_age,
+SELECT queue, ready, scheduled, running, dead, waiting, oldest_ready_age IS NOT NULL AS has_oldest_ready_age,
        completed_last_minute, failed_last_minute
   FROM queue.stats WHERE queue LIKE 'vw\_%' ORDER BY queue;
 

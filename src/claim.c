@@ -49,6 +49,8 @@ promote_due(QueueInfo *q, TimestampTz now)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not promote scheduled jobs of queue \"%s\"", q->name);
 	tup = SPI_tuptable->vals[0];
+	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY,
+				   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
 	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) > 0)
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)),
@@ -64,6 +66,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	if (SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not claim jobs of queue \"%s\"", q->name);
 	QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));
+	QueueXactCount(q->qno, QS_READY, QS_NONE, SPI_processed);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -182,6 +182,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 		}
 	}
 
+	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(state), 1);
 	if (state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
 	else if (state[0] == 'r')
@@ -281,6 +282,8 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		SPI_processed != (uint64) n)
 		elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
 
+	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(first_state), 1);
+	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(group_key ? "waiting" : first_state), n - 1);
 	if (first_state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
 	else if (first_state[0] == 'r')

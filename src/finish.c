@@ -183,6 +183,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	if (done > 0)
 	{
 		QueueXactFinished(q->qno, done, 0);
+		QueueXactCount(q->qno, QS_RUNNING, QS_NONE, done);
 		after_running(q, SPI_tuptable, 1, 2, false);
 	}
 	return done + nheld;
@@ -367,6 +368,7 @@ queue_fail(PG_FUNCTION_ARGS)
 	else if (strcmp(state, "ready") == 0)
 		QueueXactMadeReady(q->qno, prio, rank);
 	QueueXactFinished(q->qno, 0, 1);
+	QueueXactCount(q->qno, QS_RUNNING, QueueStateFromName(state), 1);
 	QueueSpiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(strcmp(state, "dead") == 0 ? "dead" : "retry"));
 }
@@ -456,6 +458,7 @@ queue_release(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not release job " INT64_FORMAT, id);
+	QueueXactCount(q->qno, QS_RUNNING, scheduled ? QS_SCHEDULED : QS_READY, 1);
 	if (scheduled)
 		QueueXactScheduled(q->qno, run_at);
 	else

@@ -34,6 +34,7 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "queue.h"
@@ -60,6 +61,21 @@ queue_lock_group(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Run a group statement.  What it decides must see every transaction that
+ * held the group lock before us, so under REPEATABLE READ or SERIALIZABLE,
+ * whose snapshot may predate them, it runs with the latest snapshot
+ * instead (as foreign key checks do).
+ */
+static int
+exec_group_plan(QueueInfo *q, QueuePlanId which, Datum *args)
+{
+	if (IsolationUsesXactSnapshot())
+		return SPI_execute_snapshot(QueueGetPlan(q, which), args, NULL,
+									GetLatestSnapshot(), InvalidSnapshot, false, false, 1);
+	return SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 1);
+}
+
+/*
  * Lock the group and tell whether it already has an unfinished job, so
  * that a new job must wait behind it.
  */
@@ -69,7 +85,7 @@ QueueGroupBusy(QueueInfo *q, text *group_key)
 	Datum		arg = PointerGetDatum(group_key);
 
 	lock_group(q->qno, group_key);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_GROUP_BUSY), &arg, NULL, false, 1) != SPI_OK_SELECT)
+	if (exec_group_plan(q, PLAN_GROUP_BUSY, &arg) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up group of queue \"%s\"", q->name);
 	return SPI_processed > 0;
 }
@@ -105,8 +121,7 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 		lock_group(q->qno, DatumGetTextPP(group_keys[i]));
 		args[0] = group_keys[i];
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_GROUP_ADVANCE), args, NULL, false, 1) !=
-			SPI_OK_UPDATE_RETURNING)
+		if (exec_group_plan(q, PLAN_GROUP_ADVANCE, args) != SPI_OK_UPDATE_RETURNING)
 			elog(ERROR, "could not advance group of queue \"%s\"", q->name);
 		if (SPI_processed == 1)
 		{
@@ -114,6 +129,8 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
 
+			QueueXactCount(q->qno, QS_WAITING,
+						   run_at > DatumGetTimestampTz(args[1]) ? QS_SCHEDULED : QS_READY, 1);
 			if (run_at > DatumGetTimestampTz(args[1]))
 				QueueXactScheduled(q->qno, run_at);
 			else
@@ -122,6 +139,47 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 								   DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)));
 		}
 	}
+}
+
+/* queue._group_busy(qno, group_key), for queue.retry */
+PG_FUNCTION_INFO_V1(queue_group_busy);
+Datum
+queue_group_busy(PG_FUNCTION_ARGS)
+{
+	QueueInfo  *q;
+	bool		busy;
+
+	QueueSpiBegin();
+	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	busy = QueueGroupBusy(q, PG_GETARG_TEXT_PP(1));
+	QueueSpiEnd();
+	PG_RETURN_BOOL(busy);
+}
+
+/*
+ * queue._advance_groups(qno, group_keys): the SQL management functions
+ * removed jobs that may have been their groups' heads.
+ */
+PG_FUNCTION_INFO_V1(queue_advance_groups);
+Datum
+queue_advance_groups(PG_FUNCTION_ARGS)
+{
+	Datum	   *keys;
+	bool	   *nulls;
+	int			n;
+	int			m = 0;
+	QueueInfo  *q;
+
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false, TYPALIGN_INT, &keys, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!nulls[i])
+			keys[m++] = keys[i];
+	QueueSpiBegin();
+	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	if (m > 0)
+		QueueGroupAdvance(q, keys, m);
+	QueueSpiEnd();
+	PG_RETURN_VOID();
 }
 
 /* Lock up to want free slots; returns how many, and their numbers. */
@@ -157,14 +215,58 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 		elog(ERROR, "could not assign running slots of queue \"%s\"", q->name);
 }
 
+/*
+ * Free the slots of jobs that stopped running.  Slots numbered above
+ * max_running hold jobs that were already running when the limit was set
+ * or lowered: such a job moves into each slot freed within the limit, and
+ * its own slot goes away, so that claims see free slots only once fewer
+ * than max_running jobs run.
+ */
 void
 QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 {
-	Datum		arg;
+	Datum		args[2];
 
 	if (n == 0)
 		return;
-	arg = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), &arg, NULL, false, 0) != SPI_OK_UPDATE)
+	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	args[1] = Int32GetDatum(q->max_running);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not free running slots of queue \"%s\"", q->name);
+	if (SPI_processed > 0)
+	{
+		uint64		nfreed = SPI_processed;
+		Datum	   *freed = palloc(sizeof(Datum) * nfreed);
+		bool		isnull;
+
+		for (uint64 i = 0; i < nfreed; i++)
+			freed[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		for (uint64 i = 0; i < nfreed; i++)
+		{
+			Datum		margs[2] = {args[1], freed[i]};
+
+			if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_MIGRATE), margs, NULL, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not move running slots of queue \"%s\"", q->name);
+		}
+	}
+}
+
+/* queue._free_slots(qno, ids): jobs stopped running in SQL code */
+PG_FUNCTION_INFO_V1(queue_free_slots);
+Datum
+queue_free_slots(PG_FUNCTION_ARGS)
+{
+	Datum	   *ids;
+	bool	   *nulls;
+	int			n;
+	QueueInfo  *q;
+
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE,
+					  &ids, &nulls, &n);
+	QueueSpiBegin();
+	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	if (q->max_running > 0)
+		QueueSlotsFree(q, ids, n);
+	QueueSpiEnd();
+	PG_RETURN_VOID();
 }

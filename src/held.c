@@ -214,6 +214,7 @@ write_back(QueueInfo *q, int64 only_id)
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != (uint64) n)
 		elog(ERROR, "could not write back claimed jobs of queue \"%s\"", q->name);
+	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
 }
 
 /*

@@ -425,7 +425,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " WHERE id = (SELECT id FROM %s WHERE group_key = $1 AND state = 'waiting'"
 							 " ORDER BY rank LIMIT 1)"
 							 " AND NOT EXISTS (SELECT 1 FROM %s WHERE group_key = $1"
-							 " AND state IN ('ready', 'scheduled', 'running'))"
+							 " AND group_key IS NOT NULL AND state IN ('ready', 'scheduled', 'running'))"
 							 " RETURNING priority, rank, run_at", t, s, t, t);
 			break;
 		case PLAN_GROUP_REQUEUE:
@@ -435,14 +435,24 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		case PLAN_SLOTS_TAKE:
 			appendStringInfo(&buf,
 							 "SELECT slot FROM %s WHERE job IS NULL AND slot <= $1"
-							 " ORDER BY slot LIMIT $2 FOR UPDATE SKIP LOCKED", sl);
+							 " AND NOT EXISTS (SELECT 1 FROM %s WHERE slot > $1 AND job IS NOT NULL)"
+							 " ORDER BY slot LIMIT $2 FOR UPDATE SKIP LOCKED", sl, sl);
 			break;
 		case PLAN_SLOTS_ASSIGN:
 			appendStringInfo(&buf,
 							 "UPDATE %s s SET job = u.j FROM unnest($1, $2) AS u(n, j) WHERE s.slot = u.n", sl);
 			break;
 		case PLAN_SLOTS_FREE:
-			appendStringInfo(&buf, "UPDATE %s SET job = NULL WHERE job = ANY ($1)", sl);
+			appendStringInfo(&buf,
+							 "WITH d AS (DELETE FROM %s WHERE job = ANY ($1) AND slot > $2)"
+							 " UPDATE %s SET job = NULL WHERE job = ANY ($1) AND slot <= $2 RETURNING slot",
+							 sl, sl);
+			break;
+		case PLAN_SLOTS_MIGRATE:
+			appendStringInfo(&buf,
+							 "WITH o AS (DELETE FROM %s WHERE slot = (SELECT max(slot) FROM %s WHERE slot > $1)"
+							 " AND job IS NOT NULL RETURNING job)"
+							 " UPDATE %s s SET job = o.job FROM o WHERE s.slot = $2", sl, sl, sl);
 			break;
 		case PLAN_REINSERT:
 			appendStringInfo(&buf,
@@ -550,7 +560,12 @@ plan_args(QueuePlanId which, Oid *types)
 			break;
 		case PLAN_SLOTS_FREE:
 			types[0] = INT8ARRAYOID;
-			return 1;
+			types[1] = INT4OID;
+			return 2;
+		case PLAN_SLOTS_MIGRATE:
+			types[0] = INT4OID;
+			types[1] = INT4OID;
+			return 2;
 		case PLAN_REINSERT:
 			{
 				static const Oid reinsert[] = {INT8ARRAYOID, JSONBARRAYOID, INT4ARRAYOID, TEXTARRAYOID,

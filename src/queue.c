@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -143,6 +144,83 @@ queue_register(PG_FUNCTION_ARGS)
 				(errmsg("the queue background worker is not running"),
 				 errdetail("queue is not in shared_preload_libraries, so nothing returns expired leases, promotes scheduled jobs on time or notifies listeners."),
 				 errhint("Add queue to shared_preload_libraries and restart, or call SELECT queue.tick() periodically.")));
+	PG_RETURN_VOID();
+}
+
+/* queue._count(qno, from, to, n): n jobs changed state in SQL code */
+PG_FUNCTION_INFO_V1(queue_count);
+Datum
+queue_count(PG_FUNCTION_ARGS)
+{
+	QueueXactCount(PG_GETARG_INT32(0),
+				   QueueStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(1))),
+				   QueueStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(2))),
+				   PG_GETARG_INT64(3));
+	PG_RETURN_VOID();
+}
+
+/* queue._new_queue(qno): this transaction created queue qno */
+PG_FUNCTION_INFO_V1(queue_new_queue);
+Datum
+queue_new_queue(PG_FUNCTION_ARGS)
+{
+	QueueXactNewQueue(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/* queue._recount(qno): this transaction changed jobs wholesale */
+PG_FUNCTION_INFO_V1(queue_recount);
+Datum
+queue_recount(PG_FUNCTION_ARGS)
+{
+	QueueXactRecount(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._counts(qno): the job counts by state if shared memory has them
+ * (valid), and the generation to pass to queue._set_counts after counting.
+ */
+PG_FUNCTION_INFO_V1(queue_counts);
+Datum
+queue_counts(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2 + QS_NSTATES];
+	bool		nulls[2 + QS_NSTATES] = {0};
+	int64		counts[QS_NSTATES] = {0};
+	uint64		gen;
+	bool		valid;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	valid = QueueCountsGet(PG_GETARG_INT32(0), counts, &gen);
+	/* what this transaction changed shows to it, as its rows would */
+	if (valid)
+		QueueXactPendingCounts(PG_GETARG_INT32(0), counts);
+	values[0] = BoolGetDatum(valid);
+	values[1] = Int64GetDatum((int64) gen);
+	for (int i = 0; i < QS_NSTATES; i++)
+		values[2 + i] = Int64GetDatum(counts[i]);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * queue._set_counts(qno, gen, ready, scheduled, running, dead, waiting):
+ * store a recount, unless changes were applied since gen was read or the
+ * count's snapshot may predate it.
+ */
+PG_FUNCTION_INFO_V1(queue_set_counts);
+Datum
+queue_set_counts(PG_FUNCTION_ARGS)
+{
+	int64		counts[QS_NSTATES];
+
+	if (IsolationUsesXactSnapshot())
+		PG_RETURN_VOID();
+	for (int i = 0; i < QS_NSTATES; i++)
+		counts[i] = PG_GETARG_INT64(2 + i);
+	QueueCountsSet(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1), counts);
 	PG_RETURN_VOID();
 }
 

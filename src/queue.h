@@ -20,6 +20,18 @@
 #define QUEUE_MAX_CLAIM		10000
 #define QUEUE_MAX_KEY_LEN	512
 
+/* Stored job states, as counted for queue.stats. */
+typedef enum QueueState
+{
+	QS_NONE = -1,				/* not in the hot table */
+	QS_READY,
+	QS_SCHEDULED,
+	QS_RUNNING,
+	QS_DEAD,
+	QS_WAITING,
+	QS_NSTATES
+} QueueState;
+
 /* Saved plans of one queue, made on first use by each backend. */
 typedef enum QueuePlanId
 {
@@ -44,6 +56,7 @@ typedef enum QueuePlanId
 	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
 	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */
+	PLAN_SLOTS_MIGRATE,			/* a job over the limit takes a freed slot */
 	PLAN_REINSERT,				/* write held jobs back as running rows */
 	PLAN_ARCHIVE_HELD,			/* archive a held job completed in its claim's transaction */
 	NUM_QUEUE_PLANS
@@ -141,6 +154,11 @@ extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);
 extern bool QueuePromoteDue(int32 qno, TimestampTz now);
 extern int	QueueMarkNotify(int32 qno);
+extern void QueueCountsApply(int32 qno, const int64 *delta);
+extern void QueueCountsInvalidate(int32 qno);
+extern bool QueueCountsGet(int32 qno, int64 *counts, uint64 *gen);
+extern void QueueCountsSet(int32 qno, uint64 gen, const int64 *counts);
+extern QueueState QueueStateFromName(const char *name);
 extern List *QueueTakeNotifications(Oid dboid);
 
 /* wake.c: waking workers and waiting claims */
@@ -174,6 +192,10 @@ extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank);
 extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
 extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
+extern void QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n);
+extern void QueueXactRecount(int32 qno);
+extern void QueueXactNewQueue(int32 qno);
+extern void QueueXactPendingCounts(int32 qno, int64 *counts);
 extern void QueueXactRegisterDatabase(void);
 extern bool QueueXactScanStart(int32 qno, int32 *prio, int64 *rank);
 

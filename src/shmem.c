@@ -9,6 +9,11 @@
  * preloading every function here is a harmless no-op: claims scan from
  * the front of the ready index and recent counts are unknown.
  *
+ * The counters behind queue.stats work the same way: committing
+ * transactions add what they changed, and a recount (after a restart, or
+ * after a management function changed jobs wholesale) is stored only if no
+ * transaction applied changes since before the recount's snapshot.
+ *
  * Locking: the LWLock protects the hash table's shape; it is held shared
  * to find an entry and to use it, exclusively to add or remove one.  Each
  * entry's fields are protected by its spinlock, held only for a few
@@ -55,6 +60,9 @@ typedef struct QueueShared
 	uint64		gen;
 	TimestampTz promote_checked;
 	bool		notify_pending;
+	bool		counts_valid;
+	uint64		counts_gen;
+	int64		counts[QS_NSTATES];
 	int64		bucket_sec[RECENT_SECONDS];
 	int64		completed[RECENT_SECONDS];
 	int64		failed[RECENT_SECONDS];
@@ -139,6 +147,8 @@ queue_shared_acquire(int32 qno)
 		entry->gen = 0;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
+		entry->counts_valid = false;
+		entry->counts_gen = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
 		memset(entry->completed, 0, sizeof(entry->completed));
 		memset(entry->failed, 0, sizeof(entry->failed));
@@ -299,6 +309,82 @@ QueueMarkNotify(int32 qno)
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 	return was ? 0 : 1;
+}
+
+void
+QueueCountsApply(int32 qno, const int64 *delta)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	for (int i = 0; i < QS_NSTATES; i++)
+		e->counts[i] += delta[i];
+	e->counts_gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCountsInvalidate(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->counts_valid = false;
+	e->counts_gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/* The counts if they are valid; gen in any case, for QueueCountsSet. */
+bool
+QueueCountsGet(int32 qno, int64 *counts, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		valid;
+
+	*gen = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	valid = e->counts_valid;
+	*gen = e->counts_gen;
+	memcpy(counts, e->counts, sizeof(e->counts));
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return valid;
+}
+
+void
+QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->counts_gen == gen)
+	{
+		memcpy(e->counts, counts, sizeof(e->counts));
+		e->counts_valid = true;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+QueueState
+QueueStateFromName(const char *name)
+{
+	static const char *const names[QS_NSTATES] = {"ready", "scheduled", "running", "dead", "waiting"};
+
+	for (int i = 0; i < QS_NSTATES; i++)
+		if (strcmp(name, names[i]) == 0)
+			return (QueueState) i;
+	return QS_NONE;
 }
 
 /* Queue numbers of a database marked for NOTIFY; clears the marks. */

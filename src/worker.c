@@ -371,8 +371,14 @@ run_upkeep(bool cleanup, TimestampTz *next)
 								   SECURITY_RESTRICTED_OPERATION);
 			args[0] = Int32GetDatum(qnos[i]);
 			args[1] = BoolGetDatum(cleanup);
-			SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
-								  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
+			/*
+			 * The row lock keeps queue.drop (which locks the row FOR UPDATE)
+			 * out until we are done; a queue dropped since we listed it is
+			 * skipped.
+			 */
+			SPI_execute_with_args("SELECT t.next_due FROM"
+								  " (SELECT c FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE) s,"
+								  " LATERAL queue._tick_queue(s.c, cleanup => $2) t",
 								  2, argtypes, args, NULL, false, 1);
 			if (SPI_processed == 1)
 			{

@@ -40,6 +40,10 @@ typedef struct PendingQueue
 	bool		reset;			/* reset the cursor at end, either way */
 	bool		forget;			/* drop the shared state at commit */
 	TimestampTz scheduled_at;	/* earliest job scheduled, or 0 */
+	bool		recount;		/* counts changed wholesale: recount */
+	bool		zero_counts;	/* a new, empty queue: counts are zero */
+	uint64		zero_gen;
+	int64		counts[QS_NSTATES]; /* changes to the counts of each state */
 	int64		completed;
 	int64		failed;
 } PendingQueue;
@@ -118,6 +122,44 @@ QueueXactResetAtEnd(int32 qno, bool forget)
 	p->forget |= forget;
 }
 
+/* What this transaction changed in the counts of queue qno, so far. */
+void
+QueueXactPendingCounts(int32 qno, int64 *counts)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		PendingQueue *p = (PendingQueue *) lfirst(lc);
+
+		if (p->qno == qno)
+			for (int i = 0; i < QS_NSTATES; i++)
+				counts[i] += p->counts[i];
+	}
+}
+
+/* This transaction created the queue: it starts with no jobs. */
+void
+QueueXactNewQueue(int32 qno)
+{
+	PendingQueue *p;
+	int64		counts[QS_NSTATES];
+
+	if (!QueueShmemActive())
+		return;
+	p = pending_entry(qno);
+	p->zero_counts = true;
+	(void) QueueCountsGet(qno, counts, &p->zero_gen);
+}
+
+/* This transaction changed job states in ways it did not count. */
+void
+QueueXactRecount(int32 qno)
+{
+	if (QueueShmemActive())
+		pending_entry(qno)->recount = true;
+}
+
 void
 QueueXactScheduled(int32 qno, TimestampTz run_at)
 {
@@ -128,6 +170,21 @@ QueueXactScheduled(int32 qno, TimestampTz run_at)
 	p = pending_entry(qno);
 	if (p->scheduled_at == 0 || run_at < p->scheduled_at)
 		p->scheduled_at = run_at;
+}
+
+/* n jobs went from one stored state to another (QS_NONE: in or out). */
+void
+QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n)
+{
+	PendingQueue *p;
+
+	if (!QueueShmemActive() || n == 0)
+		return;
+	p = pending_entry(qno);
+	if (from != QS_NONE)
+		p->counts[from] -= n;
+	if (to != QS_NONE)
+		p->counts[to] += n;
 }
 
 void
@@ -194,6 +251,28 @@ apply_abort(PendingQueue *p)
 }
 
 static void
+apply_counts(PendingQueue *p)
+{
+	bool		any = false;
+
+	if (p->recount)
+	{
+		QueueCountsInvalidate(p->qno);
+		return;
+	}
+	if (p->zero_counts)
+	{
+		int64		zeros[QS_NSTATES] = {0};
+
+		QueueCountsSet(p->qno, p->zero_gen, zeros);
+	}
+	for (int i = 0; i < QS_NSTATES; i++)
+		any |= p->counts[i] != 0;
+	if (any)
+		QueueCountsApply(p->qno, p->counts);
+}
+
+static void
 apply_commit(PendingQueue *p)
 {
 	if (p->forget)
@@ -216,6 +295,7 @@ apply_commit(PendingQueue *p)
 		QueueSignalScheduled(p->scheduled_at);
 	if (p->claimed)
 		claimed_any = true;
+	apply_counts(p);
 	if (p->completed != 0 || p->failed != 0)
 		QueueCountFinished(p->qno, p->completed, p->failed);
 }

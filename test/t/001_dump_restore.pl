@@ -56,11 +56,16 @@ is( $consumer->query_safe(
 	$id{e_running},
 	'claim takes the only ready job');
 
+# Claim and complete in one session: once a session that committed claims
+# exits, the worker returns its running jobs ('consumer disconnected').
 enqueue('e_done', 'emails');
-is($node->safe_psql('src', q{SELECT id FROM queue.claim('emails')}),
-	$id{e_done}, 'claim takes the job to complete');
-is($node->safe_psql('src', "SELECT queue.complete($id{e_done})"),
-	't', 'complete');
+is( $node->safe_psql(
+		'src', qq{
+SELECT id FROM queue.claim('emails');
+SELECT queue.complete($id{e_done});
+}),
+	"$id{e_done}\nt",
+	'claim takes the job to complete, and complete');
 
 enqueue('e_ready1', 'emails');
 enqueue('e_retried', 'emails');
@@ -74,7 +79,9 @@ enqueue('e_ready2', 'emails',
 
 # Claim the four jobs in front (prio10, prio5, ready1, retried), fail
 # e_retried for an immediate retry and give the other three back: each
-# gets a new rank, behind the jobs that were waiting.
+# gets a new rank, behind the jobs that were waiting.  attempt counts
+# claims, so all four are at attempt 1 afterwards (a release does not
+# lower it; released attempts just don't count toward max_attempts).
 my $out = $node->safe_psql(
 	'src', qq{
 BEGIN;
@@ -118,13 +125,13 @@ enqueue('s_ready3', 'sms', 'priority => 2');
 # Sanity of the source state.
 my @expect = (
 	[ 'emails', 'e_running', 'running',   1 ],
-	[ 'emails', 'e_ready1',  'ready',     0 ],
+	[ 'emails', 'e_ready1',  'ready',     1 ],
 	[ 'emails', 'e_retried', 'ready',     1 ],
 	[ 'emails', 'e_sched',   'scheduled', 0 ],
-	[ 'emails', 'e_prio10',  'ready',     0 ],
+	[ 'emails', 'e_prio10',  'ready',     1 ],
 	[ 'emails', 'e_dedup',   'ready',     0 ],
 	[ 'emails', 'e_group',   'ready',     0 ],
-	[ 'emails', 'e_prio5',   'ready',     0 ],
+	[ 'emails', 'e_prio5',   'ready',     1 ],
 	[ 'emails', 'e_ready2',  'ready',     0 ],
 	[ 'sms',    's_dead',    'dead',      3 ],
 	[ 'sms',    's_ready1',  'ready',     0 ],
@@ -165,15 +172,26 @@ my %queries = (
 	jobs => 'SELECT * FROM queue.jobs ORDER BY id',
 	archive => 'SELECT * FROM queue.archive ORDER BY id',
 	queues => 'SELECT * FROM queue.queues ORDER BY queue',
-	# the underlying rows, with rank (claim order), owner and history
+	# the underlying rows, with rank (claim order), uncounted (released)
+	# attempts, the claimer (owner_pid, owner_start) and history
 	rows => 'SELECT * FROM queue._job ORDER BY id',
 	arows => 'SELECT * FROM queue._archive ORDER BY id',
 	history =>
 	  'SELECT j.id, h.* FROM (SELECT id FROM queue.jobs UNION ALL SELECT id FROM queue.archive) j,'
 	  . ' queue.history(j.id) h ORDER BY j.id, h.at, h.event',
 	config => 'SELECT * FROM queue.queue_config ORDER BY qno',
+	# ids and ranks are drawn from these: same position after a restore
+	sequences => q{
+SELECT 'queue_number_seq', last_value, is_called FROM queue.queue_number_seq
+UNION ALL SELECT 'q_emails$seq', last_value, is_called FROM queue."q_emails$seq"
+UNION ALL SELECT 'q_sms$seq', last_value, is_called FROM queue."q_sms$seq"},
+	# Every column but these three, which legitimately differ:
+	# oldest_ready_age is measured from now(), and completed_last_minute
+	# and failed_last_minute are counted in shared memory per database as
+	# jobs finish (src has had completions and failures, the restored
+	# databases have had none).
 	stats =>
-	  'SELECT queue, ready, scheduled, running, dead FROM queue.stats ORDER BY queue',);
+	  'SELECT queue, ready, scheduled, running, dead, waiting FROM queue.stats ORDER BY queue',);
 my %before;
 $before{$_} = $node->safe_psql('src', $queries{$_}) for keys %queries;
 
@@ -280,7 +298,9 @@ SELECT queue.enqueue_batch('emails', ARRAY['{"new": 2}', '{"new": 3}']::jsonb[])
 		join("\n", @ready_order, @new_emails, 0),
 		"$db: claims take ready jobs in priority then FIFO order");
 
-	# the restored running job is still a running job
+	# the restored running job is still a running job: its claimer (pid and
+	# backend start, restored with the row) is $consumer, still connected
+	# (to src), so the worker does not take it for an orphan
 	is($node->safe_psql($db, "SELECT queue.complete($id{e_running})"),
 		't', "$db: restored running job can be completed");
 	is( $node->safe_psql($db,
@@ -294,15 +314,16 @@ SELECT queue.enqueue_batch('emails', ARRAY['{"new": 2}', '{"new": 3}']::jsonb[])
 	is($node->safe_psql($db, q{SELECT count(*) FROM queue.claim('sms', 10)}),
 		'0', "$db: claim on paused sms returns nothing");
 	$node->safe_psql($db, q{SELECT queue.resume('sms')});
-	is( $node->safe_psql($db,
-			q{SELECT string_agg(id::text, ',' ORDER BY n) FROM queue.claim('sms', 10) WITH ORDINALITY c(id, payload, attempt, group_key, enqueued_at, lease_until, n)}
-		),
-		join(',', $new_sms[0], @id{qw(s_ready3 s_ready1 s_ready2)}),
-		"$db: after resume, sms jobs are claimed in priority order");
-	is( $node->safe_psql($db,
-			q{SELECT lease_until - claimed_at FROM queue.jobs WHERE id = }
-			  . $id{s_ready1}),
-		'00:00:10', "$db: sms lease option survived");
+	# claim and look at the lease in one session: the jobs stay running
+	# only while the claiming session is connected
+	is( $node->safe_psql(
+			$db, qq{
+SELECT string_agg(id::text, ',' ORDER BY n) FROM queue.claim('sms', 10) WITH ORDINALITY c(id, payload, attempt, group_key, enqueued_at, lease_until, n);
+SELECT state, lease_until - claimed_at FROM queue.jobs WHERE id = $id{s_ready1};
+}),
+		join(',', $new_sms[0], @id{qw(s_ready3 s_ready1 s_ready2)})
+		  . "\nrunning|00:00:10",
+		"$db: after resume, sms jobs are claimed in priority order, under the sms lease");
 
 	# new queue: queue_number_seq restored, no collision
 	$node->safe_psql($db, q{SELECT queue.create('push')});
@@ -328,7 +349,14 @@ check_restored('plain');
 # src is untouched by all that
 is($node->safe_psql('src', $queries{jobs}), $before{jobs}, 'src jobs unchanged');
 
+# The consumer leaves: the worker returns its job, counting the attempt.
 $consumer->quit;
+ok( $node->poll_query_until(
+		'src', qq{
+SELECT state = 'ready' AND attempt = 1 AND last_error = 'consumer disconnected'
+       AND lease_until IS NULL
+  FROM queue.jobs WHERE id = $id{e_running}}),
+	'src: the running job is ready again once its consumer exited');
 
 # ---------------------------------------------------------------- drop extension
 

@@ -2,12 +2,16 @@
 #
 # With ready, running (claimed and committed), scheduled, retried and dead
 # jobs and an archived one, restart the server cleanly (fast) and after an
-# immediate stop (crash recovery): every job is still there in the same
-# state with its attempts and payload, ids keep increasing, and a claim
-# transaction that was in flight is rolled back without leaving its jobs
-# behind the (fresh, empty) shared claim cursor: claims still find every
-# ready job.  Also: without shared_preload_libraries the extension still
-# works, without the cursor.
+# immediate stop (crash recovery): every ready, scheduled, retried, dead and
+# archived job is still there in the same state with its attempts, payload
+# and history, ids keep increasing, and a claim transaction that was in
+# flight is rolled back without leaving its jobs behind the (fresh, empty)
+# shared claim cursor: claims still find every ready job.  A running job is
+# not lost either: its consumer's session does not survive the restart, so
+# the background worker returns it, ready again with the attempt counted
+# and last_error 'consumer disconnected', and it is claimed and completed
+# like any other.  Also: without shared_preload_libraries the extension
+# still works, without the cursor.
 
 use strict;
 use warnings;
@@ -38,9 +42,12 @@ sub enqueue
 	return $id{$label};
 }
 
-# running: claimed and committed
+# running: claimed and committed by a consumer that stays connected (until
+# the fast restart ends its session): the worker returns the running jobs
+# of a session that has exited
 enqueue('running');
-is($node->safe_psql('postgres', q{SELECT id FROM queue.claim('work')}),
+my $holder = $node->background_psql('postgres');
+is($holder->query_safe(q{SELECT id FROM queue.claim('work')}),
 	$id{running}, 'running job claimed');
 
 # dead: two failed attempts
@@ -77,16 +84,23 @@ my @batch = split /\n/,
   );
 is(scalar(@batch), 20, 'batch of 20 enqueued');
 
-my $snapshot_sql = q{
+# Everything there is to see of every job but $except (the running one,
+# which a restart returns: restart_check looks at it on its own).
+sub snapshot
+{
+	my ($except) = @_;
+	return $node->safe_psql(
+		'postgres', qq{
 SELECT queue, id, state, attempt, max_attempts, priority, payload, run_at,
        group_key, dedup_key, enqueued_at, claimed_at, lease_until, last_error
-  FROM queue.jobs ORDER BY id;
-SELECT * FROM queue._job ORDER BY id;
+  FROM queue.jobs WHERE id <> $except ORDER BY id;
+SELECT * FROM queue._job WHERE id <> $except ORDER BY id;
 SELECT * FROM queue.archive ORDER BY id;
 SELECT * FROM queue.queues;
-SELECT j.id, h.* FROM (SELECT id FROM queue.jobs UNION ALL SELECT id FROM queue.archive) j,
+SELECT j.id, h.* FROM (SELECT id FROM queue.jobs WHERE id <> $except UNION ALL SELECT id FROM queue.archive) j,
        queue.history(j.id) h ORDER BY j.id, h.at, h.event, h.attempt;
-};
+});
+}
 my $states_sql =
   q{SELECT state, count(*), sum(attempt) FROM queue.jobs GROUP BY state ORDER BY state};
 
@@ -105,13 +119,33 @@ sub max_id
 	);
 }
 
-# Restart the node in the given way while a claim transaction is in flight;
-# everything committed must be back as it was, and the claim undone.
+# What a restart may change of the running job $held (claimed by a session
+# the restart ends), and what it may not.
+my $held_sql = q{
+SELECT queue, id, state, attempt, max_attempts, priority, payload, group_key,
+       dedup_key, enqueued_at, claimed_at, lease_until IS NULL, last_error
+  FROM queue.jobs WHERE id = %1$s;
+SELECT state, attempt, uncounted, owner_pid IS NULL, owner_start IS NULL,
+       rank > (SELECT max(rank) FROM queue._job WHERE id <> %1$s)
+  FROM queue._job WHERE id = %1$s;
+SELECT at, event, attempt, detail FROM queue.history(%1$s);
+};
+
+# Restart the node in the given way while a claim transaction is in flight
+# and job $held is running, claimed by the connected session $holder;
+# everything committed must be back as it was, the claim undone, and $held
+# ready again (never lost), its attempt counted.
 sub restart_check
 {
-	my ($how, $restart) = @_;
+	my ($how, $restart, $held, $holder) = @_;
 
-	my $before = $node->safe_psql('postgres', $snapshot_sql);
+	is( $node->safe_psql('postgres',
+			"SELECT state, attempt, last_error FROM queue.jobs WHERE id = $held"),
+		'running|1|', "$how: job $held is running before");
+	my $before = snapshot($held);
+	my $held_before = $node->safe_psql('postgres', sprintf($held_sql, $held));
+	my $run_at_before = $node->safe_psql('postgres',
+		"SELECT run_at FROM queue.jobs WHERE id = $held");
 	my $order = $node->safe_psql('postgres', $order_sql);
 	my $max = max_id();
 
@@ -127,11 +161,43 @@ sub restart_check
 
 	$restart->();
 	eval { $bg->quit; };
+	eval { $holder->quit; };
 
-	is($node->safe_psql('postgres', $snapshot_sql),
-		$before, "$how: every job, archived job and history is intact");
-	is($node->safe_psql('postgres', $order_sql),
-		$order, "$how: ready jobs keep their claim order");
+	# The holder's session is gone: the worker returns its job (it checks
+	# when it starts).
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT state = 'ready' FROM queue.jobs WHERE id = $held"),
+		"$how: the job claimed by a session the restart ended is ready again");
+	my @want = split /\n/, $held_before, -1;
+	# jobs: running -> ready, attempt kept (1: the claim counted), lease
+	# gone, last_error set; _job: claimer cleared, a new rank behind every
+	# other job; history: the claim, then its end
+	$want[0] =~ s/^(\w+\|$held\|)running\|1\|(.*)\|f\|$/$1ready|1|$2|t|consumer disconnected/
+	  or die "unexpected held job row: $want[0]";
+	$want[1] =~ s/^running\|1\|0\|f\|f\|[tf]$/ready|1|0|t|t|t/
+	  or die "unexpected held _job row: $want[1]";
+	my $got = $node->safe_psql('postgres', sprintf($held_sql, $held));
+	my @got = split /\n/, $got, -1;
+	is(join("\n", @got[ 0 .. 1 ]), join("\n", @want[ 0 .. 1 ]),
+		"$how: the returned job is ready, attempt 1 counted, last_error 'consumer disconnected', payload and all else kept");
+	is(join("\n", @got[ 2 .. $#got - 1 ]), join("\n", @want[ 2 .. $#want ]),
+		"$how: its history up to the claim is intact");
+	like($got[-1], qr/^[^|]+\|consumer disconnected\|1\|$/,
+		"$how: and ends with 'consumer disconnected' at attempt 1");
+	is( $node->safe_psql('postgres',
+			"SELECT run_at >= '$run_at_before' FROM queue.jobs WHERE id = $held"),
+		't', "$how: the returned job is due (run_at not earlier than before)");
+
+	is(snapshot($held), $before,
+		"$how: every other job, archived job and history is intact");
+	# (the returned job has kept its priority and has the newest rank, see
+	# above: it comes after every ready job of its priority)
+	is( join(',',
+			grep { $_ != $held } split /,/,
+			$node->safe_psql('postgres', $order_sql)),
+		$order,
+		"$how: the other ready jobs keep their claim order");
 	is( $node->safe_psql('postgres',
 			q{SELECT count(*) FROM queue.jobs WHERE payload ? 'uncommitted'}),
 		'0', "$how: the uncommitted enqueue is gone");
@@ -144,47 +210,73 @@ sub restart_check
 	return;
 }
 
-restart_check('fast restart', sub { $node->restart; });
+restart_check('fast restart', sub { $node->restart; }, $id{running}, $holder);
+# one job added, and the running one returned (ready, attempt 1)
 is( $node->safe_psql('postgres', $states_sql),
-	"dead|1|2\nready|24|1\nrunning|1|1\nscheduled|1|0",
-	'states after the fast restart (one job added)');
+	"dead|1|2\nready|25|2\nscheduled|1|0",
+	'states after the fast restart (one job added, the running one returned)');
+
+# A running job for the crash: the first in line, claimed by a consumer
+# that stays connected until the immediate stop.
+enqueue('running2', 'priority => 10');
+$holder = $node->background_psql('postgres');
+is($holder->query_safe(q{SELECT id FROM queue.claim('work')}),
+	$id{running2}, 'second running job claimed');
 
 restart_check(
 	'immediate stop',
 	sub {
 		$node->stop('immediate');
 		$node->start;
-	});
+	},
+	$id{running2},
+	$holder);
 is( $node->safe_psql('postgres', $states_sql),
-	"dead|1|2\nready|25|1\nrunning|1|1\nscheduled|1|0",
-	'states after crash recovery (one more job added)');
-is( $node->safe_psql('postgres',
-		qq{SELECT state, attempt, payload->>'text' = U&'h\\00e9llo \\2603', payload->'nested'
-		     FROM queue.jobs WHERE id = $id{running}}),
-	'running|1|t|{"a": [1, 2.5, null, true]}',
-	'running job kept its attempt and payload');
+	"dead|1|2\nready|27|3\nscheduled|1|0",
+	'states after crash recovery (one more job added, the running one returned)'
+);
+for my $l (qw(running running2))
+{
+	is( $node->safe_psql('postgres',
+			qq{SELECT state, attempt, last_error, payload->>'text' = U&'h\\00e9llo \\2603', payload->'nested'
+			     FROM queue.jobs WHERE id = $id{$l}}),
+		'ready|1|consumer disconnected|t|{"a": [1, 2.5, null, true]}',
+		"$l job: ready again, its attempt counted, payload intact");
+}
 
 # After the restart the shared cursor starts empty: claims find every ready
-# job, those the crashed transaction had claimed included, in order.
+# job, those the crashed transaction had claimed and those returned by the
+# worker included, in order.  The claims are made by one session that stays
+# connected, so that the worker leaves the claimed jobs running.
 my $expect = $node->safe_psql('postgres', $order_sql);
 my $nready = scalar(split /,/, $expect);
-is($nready, 25, '25 ready jobs');
+is($nready, 27, '27 ready jobs');
+my $consumer = $node->background_psql('postgres');
 my @claimed;
 for (1 .. $nready + 1)
 {
-	my $got = $node->safe_psql('postgres', q{SELECT id FROM queue.claim('work')});
+	my $got = $consumer->query_safe(q{SELECT id FROM queue.claim('work')});
 	last if $got eq '';
 	push @claimed, $got;
 }
 is(scalar(@claimed), $nready, 'one claim at a time takes every ready job');
 is(join(',', @claimed), $expect, 'in priority then FIFO order');
+ok((grep { $_ == $id{running} } @claimed) && (grep { $_ == $id{running2} } @claimed),
+	'the returned jobs are among them');
 is( $node->safe_psql('postgres', $states_sql),
-	"dead|1|2\nrunning|26|27\nscheduled|1|0",
-	'all of them are running, the retried one at attempt 2');
+	"dead|1|2\nrunning|27|30\nscheduled|1|0",
+	'all of them are running, the retried and the two returned ones at attempt 2');
 is( $node->safe_psql('postgres', "SELECT queue.complete(ARRAY[" . join(',', @claimed) . "]::bigint[])"),
 	$nready, 'and they can all be completed');
-is( $node->safe_psql('postgres', "SELECT queue.complete($id{running})"),
-	't', 'the job claimed before both restarts can be completed');
+is( $node->safe_psql('postgres',
+		"SELECT id, state, attempt FROM queue.archive WHERE id IN ($id{running}, $id{running2}) ORDER BY id"),
+	"$id{running}|done|2\n$id{running2}|done|2",
+	'the jobs returned after the restarts are done at their second attempt');
+is( $node->safe_psql('postgres',
+		"SELECT event, attempt, detail FROM queue.history($id{running})"),
+	"enqueued|0|\nclaimed|1|\nconsumer disconnected|1|\nclaimed|2|\ncompleted|2|",
+	'history of the job claimed before the fast restart');
+$consumer->quit;
 
 $node->stop;
 
@@ -251,8 +343,8 @@ SKIP:
 		"$ids[0],$ids[1],$ids[2]",
 		'no preload: completed jobs are archived');
 	is( $plain->safe_psql('postgres',
-			q{SELECT ready, scheduled, running, dead, completed_last_minute IS NULL FROM queue.stats}),
-		'0|1|0|0|t', 'no preload: stats (recent counts unknown without shared memory)');
+			q{SELECT ready, scheduled, running, dead, waiting, completed_last_minute IS NULL, failed_last_minute IS NULL FROM queue.stats}),
+		'0|1|0|0|0|t|t', 'no preload: stats (recent counts unknown without shared memory)');
 
 	# a scheduled job coming due is claimable without the worker (tick)
 	$plain->safe_psql('postgres', "SELECT queue.reschedule($ids[3], now())");
