@@ -355,24 +355,10 @@ $$;
 
 /* ---------------------------------------------------------------- queues */
 
--- Slots 1..n exist for max_running n (more may exist from a larger n).
-CREATE FUNCTION queue._add_slots(queue text, n int)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF n IS NOT NULL THEN
-        EXECUTE format('INSERT INTO queue.%I (slot) SELECT generate_series(1, $1) ON CONFLICT DO NOTHING',
-                       's_' || queue)
-        USING n;
-    END IF;
-END
-$$;
-
 /*
  * A new max_running: slots 1..n, with the jobs running now holding slots
- * (those beyond n get slots above n, which claims wait to see go).
+ * (those beyond n get slots above n, and move into slots freed within
+ * the limit: see QueueSlotsFree).
  */
 CREATE FUNCTION queue._rebuild_slots(queue text, n int)
 RETURNS void
@@ -443,7 +429,7 @@ BEGIN
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._job)'
                    ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)', q, n);
-    EXECUTE format('ALTER TABLE queue.%I ADD PRIMARY KEY (id)', q);
+    EXECUTE format('ALTER TABLE queue.%I ADD CONSTRAINT %I PRIMARY KEY (id)', q, q || '$pkey');
     -- so that dropping the table (or the extension, with CASCADE) drops it
     EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '$seq', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (priority DESC, rank) WHERE state = ''ready''', q || '$ready', q);
@@ -453,9 +439,10 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '$group', q);
     -- at most one row per group: its head
     EXECUTE format('CREATE INDEX %I ON queue.%I (group_key) WHERE group_key IS NOT NULL AND state IN (''ready'', ''scheduled'', ''running'')', q || '$head', q);
-    EXECUTE format('CREATE TABLE queue.%I (PRIMARY KEY (slot)) INHERITS (queue._slot)', 's_' || queue);
+    EXECUTE format('CREATE TABLE queue.%I (CONSTRAINT %I PRIMARY KEY (slot)) INHERITS (queue._slot)',
+                   's_' || queue, 's_' || queue || '$pkey');
     EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '$job', 's_' || queue);
-    PERFORM queue._add_slots(queue, max_running);
+    PERFORM queue._rebuild_slots(queue, max_running);
     EXECUTE format('CREATE TABLE queue.%I (CHECK (id %% 1000000 = %s)) INHERITS (queue._archive)', a, n);
     EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (finished_at)', a || '$finished', a);
     EXECUTE format('CREATE INDEX %I ON queue.%I USING brin (id)', a || '$id', a);
@@ -565,8 +552,7 @@ SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
 CREATE VIEW queue.jobs AS
 SELECT c.name AS queue,
        j.id,
-       CASE WHEN j.state = 'scheduled' AND j.run_at <= now() THEN 'ready'
-            ELSE j.state::text END AS state,
+       j.state::text AS state,
        j.payload, j.priority, j.run_at, j.attempt, c.max_attempts,
        j.group_key, j.dedup_key, j.enqueued_at, j.claimed_at, j.lease_until,
        j.last_error
@@ -630,7 +616,7 @@ BEGIN
             SELECT (SELECT j.priority FROM queue.%1$I j WHERE j.state = 'ready' AND j.priority < p.priority
                      ORDER BY j.priority DESC, j.rank LIMIT 1)
               FROM p WHERE p.priority IS NOT NULL)
-        SELECT greatest(now() - min(h.since), interval '0')
+        SELECT CASE WHEN min(h.since) IS NOT NULL THEN greatest(now() - min(h.since), interval '0') END
           FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM queue.%1$I j
                             WHERE j.state = 'ready' AND j.priority = p.priority
                             ORDER BY j.rank LIMIT 1) h

@@ -226,6 +226,7 @@ SELECT queue.create('sec_mail');
 SELECT queue.create('sec_mail_seq');
 SELECT queue.create('sec_mail_ready');
 SELECT queue.create('sec_mail_running');
+SELECT queue.create('sec_mail_pkey');
 SELECT queue.create('sec_late_seq');
 SELECT queue.create('sec_late');
 SELECT queue FROM queue.queues WHERE queue LIKE 'sec\_mail%' OR queue LIKE 'sec\_late%' ORDER BY queue;

@@ -78,6 +78,16 @@ SELECT queue, payload->>'to' AS job FROM queue.jobs WHERE id = :s2;
 SELECT queue.enqueue('vw_sms', '{"companyId": 77, "to": "i"}', delay => '10 milliseconds') AS s4 \gset
 SELECT pg_sleep(0.05);
 SELECT state, run_at <= now() AS due, run_at > enqueued_at AS was_delayed FROM queue.jobs WHERE id = :s4;
+-- The background worker makes it ready (or a claim would): wait for that,
+-- at most 10 seconds, so that what follows does not depend on when.
+DO $$
+BEGIN
+    FOR i IN 1..1000 LOOP
+        EXIT WHEN (SELECT ready FROM queue.stats WHERE queue = 'vw_sms') = 1;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
 
 --
 -- stats
@@ -108,8 +118,8 @@ SELECT state FROM queue.jobs WHERE id = :m6;
 SELECT payload->>'to' AS job FROM queue.claim('vw_mail', 10) ORDER BY 1;
 SELECT queue.complete(ARRAY[:m3, :m5, :m6]);
 SELECT queue.complete(:s2);
--- (priority 1: f goes before i, which the background worker may have made
--- ready before f was rescheduled)
+-- (priority 1: f goes before i, which the background worker made ready
+-- before f was rescheduled)
 SELECT queue.reschedule(:s1, now(), priority => 1);
 SELECT payload->>'to' AS job FROM queue.claim('vw_sms');
 SELECT queue.fail(:s1, 'gateway down again');

@@ -40,9 +40,9 @@ typedef struct ClaimSpan
 
 /* Make scheduled jobs that came due ready, in this transaction. */
 static void
-promote_due(QueueInfo *q, TimestampTz now)
+promote_due(QueueInfo *q, TimestampTz now_ts)
 {
-	Datum		arg = TimestampTzGetDatum(now);
+	Datum		arg = TimestampTzGetDatum(now_ts);
 	bool		isnull;
 	HeapTuple	tup;
 
@@ -99,7 +99,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 static void
 claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now_ts = GetCurrentTimestamp();
 	Datum		args[7];
 	bool		have_cursor;
 	int32		cursor_prio = 0;
@@ -108,8 +108,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	Datum	   *slots = NULL;
 	int			first = span->count;
 
-	if (QueuePromoteDue(q->qno, now))
-		promote_due(q, now);
+	if (QueuePromoteDue(q->qno, now_ts))
+		promote_due(q, now_ts);
 
 	/* With max_running, every job we take needs a free slot first. */
 	if (q->max_running > 0)
@@ -123,7 +123,7 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
 	args[2] = Int32GetDatum(MyProcPid);
 	args[3] = TimestampTzGetDatum(MyStartTimestamp);
-	args[4] = TimestampTzGetDatum(now);
+	args[4] = TimestampTzGetDatum(now_ts);
 
 	/* gen must be read before the claim statements take their snapshots. */
 	have_cursor = QueueCursorGet(q->qno, &cursor_prio, &cursor_rank, &gen);
@@ -141,9 +141,9 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	 * the cursor past, so an abort lowers it to where our scan starts.
 	 */
 	if (have_cursor)
-		QueueXactClaimed(q->qno, cursor_prio, cursor_rank);
+		QueueXactClaimed(q->qno, cursor_prio, cursor_rank, false);
 	else
-		QueueXactClaimed(q->qno, PG_INT32_MAX, PG_INT64_MIN);
+		QueueXactClaimed(q->qno, PG_INT32_MAX, PG_INT64_MIN, false);
 
 	if (have_cursor)
 	{
@@ -161,6 +161,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	 * rollback will lower the cursor again.  A transaction snapshot may
 	 * predate gen, so only fresh snapshots may raise it.
 	 */
+	if (span->count > first)
+		QueueXactClaimed(q->qno, span->last_prio, span->last_rank, true);
 	if (span->count > 0 && !IsolationUsesXactSnapshot())
 		QueueCursorAdvance(q->qno, span->last_prio, span->last_rank + 1, gen);
 
@@ -216,7 +218,6 @@ queue_claim(PG_FUNCTION_ARGS)
 	QueueInfo  *q;
 	ClaimSpan	span = {0};
 	TimestampTz deadline = 0;
-	TimestampTz now;
 	bool		unpin = false;
 	Interval	zero = {0};
 
@@ -270,6 +271,7 @@ queue_claim(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		uint64		wake_gen = 0;
+		TimestampTz now_ts;
 
 		if (wait_ms > 0)
 			wake_gen = QueueWaitPrepare(q->qno);
@@ -278,8 +280,8 @@ queue_claim(PG_FUNCTION_ARGS)
 		if (span.count > 0 || wait_ms == 0)
 			break;
 
-		now = GetCurrentTimestamp();
-		if (now >= deadline)
+		now_ts = GetCurrentTimestamp();
+		if (now_ts >= deadline)
 			break;
 		if (unpin)
 		{
@@ -287,7 +289,7 @@ queue_claim(PG_FUNCTION_ARGS)
 			InvalidateCatalogSnapshot();
 			MyProc->xmin = InvalidTransactionId;
 		}
-		QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now + 999) / 1000));
+		QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
 		/* The queue may have been paused, resumed or dropped meanwhile. */
 		q = QueueLookupByName(qname);
 	}

@@ -54,8 +54,8 @@ check_payload(Jsonb *payload, int index)
 static TimestampTz
 resolve_run_at(FunctionCallInfo fcinfo, int run_at_arg, int delay_arg, bool *scheduled)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz run_at = now;
+	TimestampTz now_ts = GetCurrentTimestamp();
+	TimestampTz run_at = now_ts;
 
 	if (!PG_ARGISNULL(run_at_arg) && !PG_ARGISNULL(delay_arg))
 		ereport(ERROR,
@@ -74,7 +74,7 @@ resolve_run_at(FunctionCallInfo fcinfo, int run_at_arg, int delay_arg, bool *sch
 					 errmsg("delay must not be negative"),
 					 errhint("Pass run_at to run a job at a given time.")));
 		run_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-														 TimestampTzGetDatum(now),
+														 TimestampTzGetDatum(now_ts),
 														 IntervalPGetDatum(delay)));
 	}
 	else if (!PG_ARGISNULL(run_at_arg))
@@ -85,7 +85,7 @@ resolve_run_at(FunctionCallInfo fcinfo, int run_at_arg, int delay_arg, bool *sch
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("run_at must be a finite time"),
 				 errhint("To hold a job back indefinitely, pause its queue.")));
-	*scheduled = run_at > now;
+	*scheduled = run_at > now_ts;
 	return run_at;
 }
 

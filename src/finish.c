@@ -274,8 +274,8 @@ queue_fail(PG_FUNCTION_ARGS)
 	bool		has_token = !PG_ARGISNULL(3);
 	QueueInfo  *q;
 	int32		attempt;
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz run_at = now;
+	TimestampTz now_ts = GetCurrentTimestamp();
+	TimestampTz run_at = now_ts;
 	const char *state;
 	Datum		args[5];
 	bool		isnull;
@@ -323,7 +323,7 @@ queue_fail(PG_FUNCTION_ARGS)
 	{
 		if (retry_in != NULL)
 			run_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-															 TimestampTzGetDatum(now),
+															 TimestampTzGetDatum(now_ts),
 															 IntervalPGetDatum(retry_in)));
 		else
 		{
@@ -332,16 +332,16 @@ queue_fail(PG_FUNCTION_ARGS)
 
 			delay = Min(delay, interval_usecs(&q->backoff_max));
 			delay *= 1.0 - 0.5 * pg_prng_double(&pg_global_prng_state);
-			run_at = now + (int64) delay;
+			run_at = now_ts + (int64) delay;
 		}
-		state = run_at > now ? "scheduled" : "ready";
+		state = run_at > now_ts ? "scheduled" : "ready";
 	}
 
 	args[0] = Int64GetDatum(id);
 	args[1] = CStringGetTextDatum(state);
 	args[2] = TimestampTzGetDatum(run_at);
 	args[3] = CStringGetTextDatum(msg);
-	args[4] = TimestampTzGetDatum(now);
+	args[4] = TimestampTzGetDatum(now_ts);
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not record failure of job " INT64_FORMAT, id);
@@ -380,8 +380,6 @@ queue_extend(PG_FUNCTION_ARGS)
 	int64		id = get_job_id(fcinfo);
 	bool		has_token = !PG_ARGISNULL(2);
 	QueueInfo  *q;
-	Datum		args[3];
-	char		nulls[3] = "   ";
 	TimestampTz until = 0;
 	bool		isnull;
 
@@ -396,6 +394,9 @@ queue_extend(PG_FUNCTION_ARGS)
 	q = QueueLookupById(id, has_token);
 	if (q != NULL)
 	{
+		Datum		args[3];
+		char		nulls[3] = "   ";
+
 		QueueHeldWriteBack(q, id);
 		args[0] = Int64GetDatum(id);
 		args[1] = PG_GETARG_DATUM(2);
@@ -426,11 +427,11 @@ queue_release(PG_FUNCTION_ARGS)
 {
 	int64		id = get_job_id(fcinfo);
 	bool		has_token = !PG_ARGISNULL(2);
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz run_at = PG_ARGISNULL(1) ? now : PG_GETARG_TIMESTAMPTZ(1);
+	TimestampTz now_ts = GetCurrentTimestamp();
+	TimestampTz run_at = PG_ARGISNULL(1) ? now_ts : PG_GETARG_TIMESTAMPTZ(1);
 	QueueInfo  *q;
 	Datum		args[4];
-	bool		scheduled = run_at > now;
+	bool		scheduled = run_at > now_ts;
 	bool		isnull;
 
 	if (TIMESTAMP_NOT_FINITE(run_at))
@@ -454,7 +455,7 @@ queue_release(PG_FUNCTION_ARGS)
 	args[0] = Int64GetDatum(id);
 	args[1] = CStringGetTextDatum(scheduled ? "scheduled" : "ready");
 	args[2] = TimestampTzGetDatum(run_at);
-	args[3] = TimestampTzGetDatum(now);
+	args[3] = TimestampTzGetDatum(now_ts);
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not release job " INT64_FORMAT, id);

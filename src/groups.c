@@ -85,6 +85,9 @@ QueueGroupBusy(QueueInfo *q, text *group_key)
 	Datum		arg = PointerGetDatum(group_key);
 
 	lock_group(q->qno, group_key);
+	/* a head claimed by this transaction is not in the table until commit */
+	if (QueueHeldInGroup(q->qno, group_key))
+		return true;
 	if (exec_group_plan(q, PLAN_GROUP_BUSY, &arg) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up group of queue \"%s\"", q->name);
 	return SPI_processed > 0;
@@ -119,6 +122,8 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 		if (i > 0 && cmp_text_datum(&group_keys[i - 1], &group_keys[i]) == 0)
 			continue;
 		lock_group(q->qno, DatumGetTextPP(group_keys[i]));
+		if (QueueHeldInGroup(q->qno, DatumGetTextPP(group_keys[i])))
+			continue;			/* its head is ours, held until commit */
 		args[0] = group_keys[i];
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 		if (exec_group_plan(q, PLAN_GROUP_ADVANCE, args) != SPI_OK_UPDATE_RETURNING)

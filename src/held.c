@@ -160,6 +160,27 @@ QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *sta
 	return true;
 }
 
+/* Whether this transaction holds a job of this group (its head). */
+bool
+QueueHeldInGroup(int32 qno, text *group_key)
+{
+	ListCell   *lc;
+
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+		text	   *g;
+
+		if (j->qno != qno || j->done_nest != 0 || j->written_nest != 0 || j->nulls[HELD_GROUP_KEY])
+			continue;
+		g = DatumGetTextPP(j->values[HELD_GROUP_KEY]);
+		if (VARSIZE_ANY_EXHDR(g) == VARSIZE_ANY_EXHDR(group_key) &&
+			memcmp(VARDATA_ANY(g), VARDATA_ANY(group_key), VARSIZE_ANY_EXHDR(g)) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Write the held jobs of queue q (all of them, or only job id) back as
  * running rows.  Must be called inside QueueSpiBegin.
@@ -215,6 +236,9 @@ write_back(QueueInfo *q, int64 only_id)
 		SPI_processed != (uint64) n)
 		elog(ERROR, "could not write back claimed jobs of queue \"%s\"", q->name);
 	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
+	/* the worker returns them when their lease runs out: tell it when */
+	for (int i = 0; i < n; i++)
+		QueueXactScheduled(q->qno, DatumGetTimestampTz(cols[HELD_LEASE_UNTIL][i]));
 }
 
 /*

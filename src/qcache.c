@@ -71,14 +71,14 @@ QueueCacheInit(void)
 static void
 queue_cache_reset(void)
 {
-	HASH_SEQ_STATUS status;
-	QueueInfo  *q;
-	MemoryContext old;
 	HASHCTL		ctl;
 
 	if (queue_by_qno != NULL)
 	{
-		old = MemoryContextSwitchTo(TopMemoryContext);
+		HASH_SEQ_STATUS status;
+		QueueInfo  *q;
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
 		hash_seq_init(&status, queue_by_qno);
 		while ((q = hash_seq_search(&status)) != NULL)
 		{

@@ -138,9 +138,10 @@ Datum
 queue_register(PG_FUNCTION_ARGS)
 {
 	if (QueueWakeActive())
-		QueueXactRegisterDatabase();
+		QueueXactRegisterDatabase(MyDatabaseId);
 	else
-		ereport(NOTICE,
+		/* A WARNING: CREATE EXTENSION scripts run with NOTICEs hidden. */
+		ereport(WARNING,
 				(errmsg("the queue background worker is not running"),
 				 errdetail("queue is not in shared_preload_libraries, so nothing returns expired leases, promotes scheduled jobs on time or notifies listeners."),
 				 errhint("Add queue to shared_preload_libraries and restart, or call SELECT queue.tick() periodically.")));

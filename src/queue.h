@@ -141,6 +141,7 @@ extern void QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, Times
 extern bool QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *stale,
 							  Datum *group_key);
 extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
+extern bool QueueHeldInGroup(int32 qno, text *group_key);
 
 /* shmem.c: per-queue state shared by all backends */
 extern void QueueShmemRequest(void);
@@ -159,6 +160,9 @@ extern void QueueCountsInvalidate(int32 qno);
 extern bool QueueCountsGet(int32 qno, int64 *counts, uint64 *gen);
 extern void QueueCountsSet(int32 qno, uint64 gen, const int64 *counts);
 extern QueueState QueueStateFromName(const char *name);
+extern bool QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen);
+extern void QueueDueSet(int32 qno, TimestampTz due, uint64 gen);
+extern void QueueDueLower(int32 qno, TimestampTz at);
 extern List *QueueTakeNotifications(Oid dboid);
 
 /* wake.c: waking workers and waiting claims */
@@ -172,7 +176,9 @@ extern void QueueSignalClaimerExit(void);
 extern uint64 QueueWaitPrepare(int32 qno);
 extern void QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms);
 extern void QueueWaitDone(void);
-extern void QueueLauncherAttach(struct Latch *latch);
+extern bool QueueLauncherAttach(struct Latch *latch);
+extern void QueueLauncherDetach(void);
+extern bool QueueLauncherMissing(void);
 extern int	QueueDbSlotsCopy(QueueDbSlot *out);
 extern void QueueDbSlotSet(Oid dboid, bool forget, pid_t pid, TimestampTz next_start);
 extern bool QueueDbWorkerAttach(Oid dboid, struct Latch *latch);
@@ -183,12 +189,13 @@ extern void QueueDbWorkerHold(Oid dboid, TimestampTz hold_until);
 
 /* worker.c */
 extern void QueueWorkerRegister(void);
+extern void QueueLauncherEnsure(void);
 extern void QueueUtilityHookInstall(void);
 
 /* xact.c: what a transaction must tell shared memory when it ends */
 extern void QueueXactInit(void);
 extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
-extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank);
+extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took);
 extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
 extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
@@ -196,7 +203,7 @@ extern void QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n);
 extern void QueueXactRecount(int32 qno);
 extern void QueueXactNewQueue(int32 qno);
 extern void QueueXactPendingCounts(int32 qno, int64 *counts);
-extern void QueueXactRegisterDatabase(void);
+extern void QueueXactRegisterDatabase(Oid dboid);
 extern bool QueueXactScanStart(int32 qno, int32 *prio, int64 *rank);
 
 #endif							/* QUEUE_H */

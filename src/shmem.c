@@ -60,6 +60,8 @@ typedef struct QueueShared
 	uint64		gen;
 	TimestampTz promote_checked;
 	bool		notify_pending;
+	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
+	uint64		due_gen;
 	bool		counts_valid;
 	uint64		counts_gen;
 	int64		counts[QS_NSTATES];
@@ -147,6 +149,8 @@ queue_shared_acquire(int32 qno)
 		entry->gen = 0;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
+		entry->next_due = 0;
+		entry->due_gen = 0;
 		entry->counts_valid = false;
 		entry->counts_gen = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
@@ -275,7 +279,7 @@ QueueSharedForget(int32 qno)
  * (the background worker promotes on time); without, every claim does.
  */
 bool
-QueuePromoteDue(int32 qno, TimestampTz now)
+QueuePromoteDue(int32 qno, TimestampTz now_ts)
 {
 	QueueShared *e = queue_shared_acquire(qno);
 	bool		due;
@@ -283,9 +287,9 @@ QueuePromoteDue(int32 qno, TimestampTz now)
 	if (e == NULL)
 		return true;
 	SpinLockAcquire(&e->mutex);
-	due = now - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000);
+	due = now_ts - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000);
 	if (due)
-		e->promote_checked = now;
+		e->promote_checked = now_ts;
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 	return due;
@@ -372,6 +376,58 @@ QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
 		memcpy(e->counts, counts, sizeof(e->counts));
 		e->counts_valid = true;
 	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * When queue qno next needs upkeep (a scheduled job or a lease falls due).
+ * Returns false if unknown.  gen is for QueueDueSet, as with the cursor.
+ */
+bool
+QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		known;
+
+	*gen = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	known = e->next_due != 0;
+	*due = e->next_due;
+	*gen = e->due_gen;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return known;
+}
+
+void
+QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->due_gen == gen)
+		e->next_due = due;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/* Something of queue qno falls due at at (0: at an unknown time). */
+void
+QueueDueLower(int32 qno, TimestampTz at)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (at == 0 || (e->next_due != 0 && at < e->next_due))
+		e->next_due = at;
+	e->due_gen++;
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 }

@@ -44,6 +44,7 @@ typedef struct QueueWakeShared
 {
 	slock_t		mutex;
 	Latch	   *launcher_latch;
+	TimestampTz launcher_requested; /* when a launcher was last asked for */
 	QueueWaitSlot waits[QUEUE_WAIT_SLOTS];
 	QueueDbSlot dbs[FLEXIBLE_ARRAY_MEMBER];
 } QueueWakeShared;
@@ -120,6 +121,8 @@ QueueRegisterDatabase(Oid dboid)
 	}
 	latch = wake->launcher_latch;
 	SpinLockRelease(&wake->mutex);
+	if (latch == NULL)
+		QueueLauncherEnsure();
 	if (slot == NULL)
 		ereport(WARNING,
 				(errmsg("queue cannot serve more than %d databases", queue_max_databases),
@@ -242,12 +245,48 @@ QueueWaitDone(void)
 
 /* ---------------------------------------------------------------- workers */
 
-void
+/* A launcher starts; false if another one is already at work. */
+bool
 QueueLauncherAttach(Latch *latch)
 {
+	bool		ok;
+
 	SpinLockAcquire(&wake->mutex);
-	wake->launcher_latch = latch;
+	ok = wake->launcher_latch == NULL;
+	if (ok)
+		wake->launcher_latch = latch;
 	SpinLockRelease(&wake->mutex);
+	return ok;
+}
+
+void
+QueueLauncherDetach(void)
+{
+	SpinLockAcquire(&wake->mutex);
+	wake->launcher_latch = NULL;
+	wake->launcher_requested = 0;
+	SpinLockRelease(&wake->mutex);
+}
+
+/*
+ * Whether a launcher should be started: none is at work (it was
+ * terminated), and none was asked for in the last few seconds.
+ */
+bool
+QueueLauncherMissing(void)
+{
+	TimestampTz now_ts = GetCurrentTimestamp();
+	bool		missing;
+
+	if (wake == NULL)
+		return false;
+	SpinLockAcquire(&wake->mutex);
+	missing = wake->launcher_latch == NULL &&
+		now_ts - wake->launcher_requested > 5 * USECS_PER_SEC;
+	if (missing)
+		wake->launcher_requested = now_ts;
+	SpinLockRelease(&wake->mutex);
+	return missing;
 }
 
 /* Copy of every used database slot, for the launcher. */
@@ -279,6 +318,8 @@ QueueDbSlotSet(Oid dboid, bool forget, pid_t pid, TimestampTz next_start)
 		else
 		{
 			slot->pid = pid;
+			if (pid == 0)
+				slot->latch = NULL;
 			slot->next_start = next_start;
 		}
 	}
@@ -297,7 +338,7 @@ QueueDbWorkerAttach(Oid dboid, Latch *latch)
 
 	SpinLockAcquire(&wake->mutex);
 	slot = db_slot(dboid, false);
-	if (slot != NULL && (slot->latch == NULL || slot->pid == MyProcPid))
+	if (slot != NULL && slot->latch == NULL)
 	{
 		slot->latch = latch;
 		slot->pid = MyProcPid;

@@ -11,6 +11,11 @@
  * database's worker, which leaves if not), and afterwards learns of new
  * installations from CREATE EXTENSION (wake.c).
  *
+ * A launcher that is terminated exits cleanly and is not restarted by the
+ * postmaster; the database workers (and CREATE EXTENSION) start a new one
+ * when they find none at work, and a launcher that finds another already
+ * at work leaves at once.
+ *
  * A database worker sleeps until the earliest of: the next scheduled job
  * or lease expiry it knows of, queue.worker_naptime, or its latch, which
  * committing producers set when they make work ready (to send NOTIFYs),
@@ -60,20 +65,45 @@ PGDLLEXPORT void queue_db_worker_main(Datum arg);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
+static void
+launcher_worker(BackgroundWorker *worker)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = 1;
+	strlcpy(worker->bgw_library_name, "queue", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, "queue_launcher_main", BGW_MAXLEN);
+	strlcpy(worker->bgw_name, "queue launcher", BGW_MAXLEN);
+	strlcpy(worker->bgw_type, "queue launcher", BGW_MAXLEN);
+}
+
 void
 QueueWorkerRegister(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	strlcpy(worker.bgw_library_name, "queue", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "queue_launcher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "queue launcher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "queue launcher", BGW_MAXLEN);
+	launcher_worker(&worker);
 	RegisterBackgroundWorker(&worker);
+}
+
+/* Start a launcher if none is at work (the last one was terminated). */
+void
+QueueLauncherEnsure(void)
+{
+	BackgroundWorker worker;
+
+	if (!QueueLauncherMissing())
+		return;
+	launcher_worker(&worker);
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	(void) RegisterDynamicBackgroundWorker(&worker, NULL);
+}
+
+static void
+launcher_exit(int code, Datum arg)
+{
+	QueueLauncherDetach();
 }
 
 /* ---------------------------------------------------------------- launcher */
@@ -81,6 +111,7 @@ QueueWorkerRegister(void)
 typedef struct Started
 {
 	Oid			dboid;
+	pid_t		pid;
 	BackgroundWorkerHandle *handle;
 } Started;
 
@@ -148,10 +179,13 @@ queue_launcher_main(Datum arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGINT, SIG_IGN);	/* there is no query to cancel */
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("queue launcher");
-	QueueLauncherAttach(MyLatch);
+	if (!QueueLauncherAttach(MyLatch))
+		proc_exit(0);
+	before_shmem_exit(launcher_exit, (Datum) 0);
 
 	/* Ask every database once; workers leave where there is no extension. */
 	{
@@ -165,7 +199,7 @@ queue_launcher_main(Datum arg)
 	while (!ShutdownRequestPending)
 	{
 		int			n = QueueDbSlotsCopy(slots);
-		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz now_ts = GetCurrentTimestamp();
 		List	   *dbs = NIL;
 		bool		dbs_read = false;
 		bool		retry_soon = false;
@@ -180,12 +214,12 @@ queue_launcher_main(Datum arg)
 			if (GetBackgroundWorkerPid(s->handle, &pid) == BGWH_STOPPED)
 			{
 				for (int i = 0; i < n; i++)
-					if (slots[i].dboid == s->dboid && slots[i].pid != 0)
+					if (slots[i].dboid == s->dboid && slots[i].pid == s->pid)
 					{
 						/* It died without detaching: start it again later. */
-						QueueDbSlotSet(s->dboid, false, 0, now + RESTART_DELAY_MS * INT64CONST(1000));
+						QueueDbSlotSet(s->dboid, false, 0, now_ts + RESTART_DELAY_MS * INT64CONST(1000));
 						slots[i].pid = 0;
-						slots[i].next_start = now + RESTART_DELAY_MS * INT64CONST(1000);
+						slots[i].next_start = now_ts + RESTART_DELAY_MS * INT64CONST(1000);
 					}
 				pfree(s->handle);
 				started = foreach_delete_current(started, lc);
@@ -201,9 +235,10 @@ queue_launcher_main(Datum arg)
 			foreach(lc, started)
 				if (((Started *) lfirst(lc))->dboid == slot->dboid)
 					running = true;
-			if (running || !slot->registered)
+			/* a worker another launcher started may still serve it */
+			if (running || !slot->registered || slot->pid != 0)
 				continue;
-			if (now < slot->hold_until || now < slot->next_start)
+			if (now_ts < slot->hold_until || now_ts < slot->next_start)
 			{
 				retry_soon = true;
 				continue;
@@ -228,13 +263,12 @@ queue_launcher_main(Datum arg)
 			else
 			{
 				Started    *s = palloc(sizeof(Started));
-				pid_t		pid = 0;
 
 				s->dboid = slot->dboid;
 				s->handle = h;
+				s->pid = 0;
 				started = lappend(started, s);
-				if (WaitForBackgroundWorkerStartup(h, &pid) == BGWH_STARTED)
-					QueueDbSlotSet(slot->dboid, false, pid, 0);
+				(void) WaitForBackgroundWorkerStartup(h, &s->pid);
 			}
 		}
 		list_free(dbs);
@@ -321,13 +355,18 @@ send_notifications(bool all)
 }
 
 /*
- * Upkeep of every queue: expired leases and orphans, due scheduled jobs,
- * and (with cleanup) archived jobs past retention.  Sets *next to the
- * earliest time something falls due again (0 if nothing is known).
+ * Upkeep of the queues that need it: expired leases and orphans, due
+ * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
+ * queue's next due time is kept in shared memory, so a pass only visits
+ * queues whose time has come, unless sweep asks for all of them (orphans
+ * are checked, or it is time for cleanup).  Sets *next to the earliest
+ * time something falls due again (0 if nothing is known).
  */
 static bool
-run_upkeep(bool cleanup, TimestampTz *next)
+run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
 {
+	TimestampTz now_ts = GetCurrentTimestamp();
+
 	MemoryContext outer = CurrentMemoryContext;
 	int			nqueues;
 	int32	   *qnos;
@@ -358,14 +397,23 @@ run_upkeep(bool cleanup, TimestampTz *next)
 	for (int i = 0; i < nqueues; i++)
 	{
 		ResourceOwner oldowner = CurrentResourceOwner;
-		Datum		args[2];
-		Oid			argtypes[2] = {INT4OID, BOOLOID};
+		TimestampTz due;
+		uint64		due_gen;
+
+		/* gen is read before the tick takes its snapshot */
+		if (QueueDueGet(qnos[i], &due, &due_gen) && due > now_ts && !sweep)
+		{
+			if (due != DT_NOEND && (*next == 0 || due < *next))
+				*next = due;
+			continue;
+		}
 
 		BeginInternalSubTransaction(NULL);
 		PG_TRY();
 		{
-			bool		isnull;
-			Datum		d;
+			Datum		args[2];
+			Oid			argtypes[2] = {INT4OID, BOOLOID};
+			TimestampTz queue_next = DT_NOEND;
 
 			SetUserIdAndSecContext(owners[i], save_sec | SECURITY_LOCAL_USERID_CHANGE |
 								   SECURITY_RESTRICTED_OPERATION);
@@ -382,14 +430,19 @@ run_upkeep(bool cleanup, TimestampTz *next)
 								  2, argtypes, args, NULL, false, 1);
 			if (SPI_processed == 1)
 			{
-				d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-				if (!isnull && (*next == 0 || DatumGetTimestampTz(d) < *next))
-					*next = DatumGetTimestampTz(d);
+				bool		isnull;
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				if (!isnull)
+					queue_next = DatumGetTimestampTz(d);
 			}
 			SetUserIdAndSecContext(save_userid, save_sec);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(outer);
 			CurrentResourceOwner = oldowner;
+			QueueDueSet(qnos[i], queue_next, due_gen);
+			if (queue_next != DT_NOEND && (*next == 0 || queue_next < *next))
+				*next = queue_next;
 		}
 		PG_CATCH();
 		{
@@ -427,10 +480,12 @@ queue_db_worker_main(Datum arg)
 	Oid			dboid = DatumGetObjectId(arg);
 	TimestampTz last_cleanup = 0;
 	TimestampTz next_upkeep = 0;
+	TimestampTz orphan_recheck = 0;
 	MemoryContext pass_cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGINT, SIG_IGN);	/* a pass is short; it is not cancelled */
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("queue worker");
@@ -449,7 +504,7 @@ queue_db_worker_main(Datum arg)
 		bool		notify_all;
 		bool		orphans;
 		TimestampTz wake_at;
-		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz now_ts = GetCurrentTimestamp();
 		long		timeout;
 		MemoryContext old;
 
@@ -459,36 +514,41 @@ queue_db_worker_main(Datum arg)
 		if (orphans)
 		{
 			/* The exiting backend may still be listed; look again shortly. */
-			TimestampTz again = now + ORPHAN_RECHECK_MS * INT64CONST(1000);
-
-			if (next_upkeep == 0 || again < next_upkeep)
-				next_upkeep = again;
+			orphan_recheck = now_ts + ORPHAN_RECHECK_MS * INT64CONST(1000);
+			if (next_upkeep == 0 || orphan_recheck < next_upkeep)
+				next_upkeep = orphan_recheck;
+		}
+		else if (orphan_recheck != 0 && now_ts >= orphan_recheck)
+		{
+			orphans = true;		/* the second look sweeps every queue too */
+			orphan_recheck = 0;
 		}
 
 		old = MemoryContextSwitchTo(pass_cxt);
-		if (next_upkeep == 0 || now >= next_upkeep || orphans)
+		if (next_upkeep == 0 || now_ts >= next_upkeep || orphans)
 		{
-			bool		cleanup = now - last_cleanup >= CLEANUP_INTERVAL_MS * INT64CONST(1000);
+			bool		cleanup = now_ts - last_cleanup >= CLEANUP_INTERVAL_MS * INT64CONST(1000);
 			TimestampTz due;
 
-			if (!run_upkeep(cleanup, &due))
+			if (!run_upkeep(orphans || cleanup, cleanup, &due))
 				break;
 			if (cleanup)
-				last_cleanup = now;
-			now = GetCurrentTimestamp();
-			next_upkeep = now + queue_worker_naptime * INT64CONST(1000);
+				last_cleanup = now_ts;
+			now_ts = GetCurrentTimestamp();
+			next_upkeep = now_ts + queue_worker_naptime * INT64CONST(1000);
 			if (due != 0 && due < next_upkeep)
-				next_upkeep = Max(due, now);
-			if (orphans)
-				next_upkeep = Min(next_upkeep, now + ORPHAN_RECHECK_MS * INT64CONST(1000));
+				next_upkeep = Max(due, now_ts);
+			if (orphan_recheck != 0)
+				next_upkeep = Min(next_upkeep, orphan_recheck);
 		}
 		if ((notify || notify_all) && !send_notifications(notify_all))
 			break;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pass_cxt);
+		QueueLauncherEnsure();
 
-		now = GetCurrentTimestamp();
-		timeout = next_upkeep > now ? (long) ((next_upkeep - now + 999) / 1000) : 0;
+		now_ts = GetCurrentTimestamp();
+		timeout = next_upkeep > now_ts ? (long) ((next_upkeep - now_ts + 999) / 1000) : 0;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -554,6 +614,18 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+
+	/*
+	 * A database copied from a template may have the extension: have its
+	 * worker look (it leaves if not) once the new database is committed.
+	 */
+	if (IsA(parsetree, CreatedbStmt))
+	{
+		Oid			db = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
+
+		if (OidIsValid(db))
+			QueueXactRegisterDatabase(db);
+	}
 }
 
 void

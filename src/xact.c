@@ -35,6 +35,7 @@ typedef struct PendingQueue
 	int32		ready_prio;
 	int64		ready_rank;
 	bool		claimed;		/* ... or at abort */
+	bool		took;			/* the claims took jobs: wake others at abort */
 	int32		claim_prio;
 	int64		claim_rank;
 	bool		reset;			/* reset the cursor at end, either way */
@@ -49,7 +50,7 @@ typedef struct PendingQueue
 } PendingQueue;
 
 static List *pending = NIL;
-static bool register_db = false;
+static Oid	register_db = InvalidOid;
 static bool claimed_any = false;
 static bool exit_hook_set = false;
 
@@ -94,13 +95,14 @@ QueueXactMadeReady(int32 qno, int32 prio, int64 rank)
 }
 
 void
-QueueXactClaimed(int32 qno, int32 prio, int64 rank)
+QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took)
 {
 	PendingQueue *p;
 
 	if (!QueueShmemActive())
 		return;
 	p = pending_entry(qno);
+	p->took |= took;
 	if (!p->claimed || prio > p->claim_prio ||
 		(prio == p->claim_prio && rank < p->claim_rank))
 	{
@@ -188,9 +190,9 @@ QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n)
 }
 
 void
-QueueXactRegisterDatabase(void)
+QueueXactRegisterDatabase(Oid dboid)
 {
-	register_db = true;
+	register_db = dboid;
 }
 
 /* A backend that committed claims tells the worker when it exits. */
@@ -248,6 +250,9 @@ apply_abort(PendingQueue *p)
 		QueueCursorReset(p->qno);
 	else if (p->claimed)
 		QueueCursorLower(p->qno, p->claim_prio, p->claim_rank);
+	/* the jobs it took are ready again: wake whoever waits for them */
+	if (p->took || p->reset)
+		QueueSignalReady(p->qno);
 }
 
 static void
@@ -284,6 +289,7 @@ apply_commit(PendingQueue *p)
 	{
 		QueueCursorReset(p->qno);
 		QueueSignalReady(p->qno);
+		QueueDueLower(p->qno, 0);
 		QueueSignalScheduled(GetCurrentTimestamp());
 	}
 	else if (p->made_ready)
@@ -292,7 +298,10 @@ apply_commit(PendingQueue *p)
 		QueueSignalReady(p->qno);
 	}
 	if (p->scheduled_at != 0)
+	{
+		QueueDueLower(p->qno, p->scheduled_at);
 		QueueSignalScheduled(p->scheduled_at);
+	}
 	if (p->claimed)
 		claimed_any = true;
 	apply_counts(p);
@@ -305,12 +314,12 @@ queue_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
-	if (event == XACT_EVENT_COMMIT && register_db)
-		QueueRegisterDatabase(MyDatabaseId);
+	if (event == XACT_EVENT_COMMIT && OidIsValid(register_db))
+		QueueRegisterDatabase(register_db);
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
 		event == XACT_EVENT_PREPARE)
-		register_db = false;
+		register_db = InvalidOid;
 
 	if (pending == NIL)
 		return;

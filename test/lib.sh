@@ -42,6 +42,7 @@ unix_socket_directories = '$dir'
 shared_preload_libraries = 'queue'
 fsync = off
 max_prepared_transactions = 4
+max_worker_processes = 32
 log_line_prefix = '%m [%p] '
 CONF
 	for line in "$@"; do echo "$line" >> "$dir/data/postgresql.conf"; done

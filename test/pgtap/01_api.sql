@@ -13,13 +13,13 @@ SELECT has_schema('queue');
 
 -- Queues
 SELECT has_function('queue', 'create',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean']);
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean', 'integer', 'text']);
 SELECT function_returns('queue', 'create',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean'], 'void');
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean', 'integer', 'text'], 'void');
 SELECT has_function('queue', 'alter',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval']);
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text']);
 SELECT function_returns('queue', 'alter',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval'], 'void');
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text'], 'void');
 SELECT has_function('queue', 'drop', ARRAY['text', 'boolean']);
 SELECT function_returns('queue', 'drop', ARRAY['text', 'boolean'], 'void');
 SELECT has_function('queue', 'pause', ARRAY['text']);
@@ -79,10 +79,12 @@ INSERT INTO documented_args VALUES
     ('create', 1, 'queue', 'text'), ('create', NULL, 'max_attempts', 'integer'),
     ('create', NULL, 'lease', 'interval'), ('create', NULL, 'backoff_base', 'interval'),
     ('create', NULL, 'backoff_max', 'interval'), ('create', NULL, 'retention', 'interval'),
-    ('create', NULL, 'if_not_exists', 'boolean'),
+    ('create', NULL, 'if_not_exists', 'boolean'), ('create', NULL, 'max_running', 'integer'),
+    ('create', NULL, 'group_retry', 'text'),
     ('alter', 1, 'queue', 'text'), ('alter', NULL, 'max_attempts', 'integer'),
     ('alter', NULL, 'lease', 'interval'), ('alter', NULL, 'backoff_base', 'interval'),
     ('alter', NULL, 'backoff_max', 'interval'), ('alter', NULL, 'retention', 'interval'),
+    ('alter', NULL, 'max_running', 'integer'), ('alter', NULL, 'group_retry', 'text'),
     ('drop', 1, 'queue', 'text'), ('pause', 1, 'queue', 'text'), ('resume', 1, 'queue', 'text'),
     ('enqueue', 1, 'queue', 'text'), ('enqueue', 2, 'payload', 'jsonb'),
     ('enqueue', NULL, 'run_at', 'timestamptz'), ('enqueue', NULL, 'delay', 'interval'),
@@ -144,19 +146,21 @@ SELECT is((SELECT pronargdefaults FROM pg_proc
 /* ------------------------------------------------- named-argument calls */
 
 SELECT lives_ok($$SELECT queue.create('x', max_attempts => 3, lease => '10 s', backoff_base => '1 s',
-                                       backoff_max => '1 min', retention => '1 day', if_not_exists => true)$$,
+                                       backoff_max => '1 min', retention => '1 day', if_not_exists => true,
+                                       max_running => 50, group_retry => 'requeue')$$,
                 'create with every option named');
-SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, paused
+SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, paused, max_running, group_retry
                       FROM queue.queues WHERE queue = 'x'$$,
-                  $$VALUES (3, interval '10 s', interval '1 s', interval '1 min', interval '1 day', false)$$,
+                  $$VALUES (3, interval '10 s', interval '1 s', interval '1 min', interval '1 day', false, 50, 'requeue'::text)$$,
                   'named options of create are stored under their names');
 SELECT lives_ok($$SELECT queue.create(queue => 'x2')$$, 'create(queue => ...)');
 SELECT lives_ok($$SELECT queue.alter('x2', max_attempts => 4, lease => '20 s', backoff_base => '2 s',
-                                     backoff_max => '2 min', retention => '2 days')$$,
+                                     backoff_max => '2 min', retention => '2 days', max_running => 7,
+                                     group_retry => 'requeue')$$,
                 'alter with every option named');
-SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention
+SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
                       FROM queue.queues WHERE queue = 'x2'$$,
-                  $$VALUES (4, interval '20 s', interval '2 s', interval '2 min', interval '2 days')$$,
+                  $$VALUES (4, interval '20 s', interval '2 s', interval '2 min', interval '2 days', 7, 'requeue'::text)$$,
                   'named options of alter are stored under their names');
 SELECT lives_ok($$SELECT queue.pause(queue => 'x2')$$, 'pause(queue => ...)');
 SELECT lives_ok($$SELECT queue.resume(queue => 'x2')$$, 'resume(queue => ...)');
@@ -180,8 +184,8 @@ SELECT lives_ok($$SELECT queue.enqueue_batch('x', ARRAY['{"b":1}', '{"b":2}']::j
 SELECT lives_ok($$SELECT queue.enqueue_batch(queue => 'x', payloads => ARRAY['{"b":3}']::jsonb[], delay => '1 hour')$$,
                 'enqueue_batch(queue => ..., payloads => ..., delay => ...)');
 SELECT results_eq($$SELECT state, priority, group_key FROM queue.jobs WHERE payload ? 'b' ORDER BY id$$,
-                  $$VALUES ('ready'::text, 2, 'gb'::text), ('ready', 2, 'gb'), ('scheduled', 0, NULL)$$,
-                  'named enqueue_batch options are stored under their names');
+                  $$VALUES ('ready'::text, 2, 'gb'::text), ('waiting', 2, 'gb'), ('scheduled', 0, NULL)$$,
+                  'named enqueue_batch options are stored under their names (the second job of group gb waits)');
 
 -- The consuming calls, on a queue of their own.
 SELECT queue.create('c', backoff_base => '0');
@@ -206,7 +210,7 @@ SELECT queue.enqueue('c', '{"n":3}') AS j3 \gset
 SELECT is((SELECT id FROM queue.claim('c')), :j3::bigint, 'claim(queue) takes the next job');
 SELECT is(queue.release(:j3, run_at => now()), true, 'release(id, run_at => ...)');
 SELECT is((SELECT id FROM queue.claim('c')), :j3::bigint, 'a released job is claimed again');
-SELECT is(queue.release(id => :j3, attempt => 1), true, 'release(id => ..., attempt => ...)');
+SELECT is(queue.release(id => :j3, attempt => 2), true, 'release(id => ..., attempt => ...) (claim 2 of the job)');
 SELECT is((SELECT id FROM queue.claim('c')), :j3::bigint, 'claimed once more');
 SELECT is(queue.fail(id => :j3, error => 'e2'), 'retry', 'fail(id => ..., error => ...)');
 SELECT lives_ok(format('SELECT queue.reschedule(id => %s, run_at => now())', :j3),
@@ -234,13 +238,14 @@ SELECT lives_ok(format('SELECT queue.retry(id => %s)', :j6), 'retry(id => ...)')
 
 SELECT has_view('queue', 'queues', 'view queue.queues');
 SELECT columns_are('queue', 'queues',
-    ARRAY['queue', 'max_attempts', 'lease', 'backoff_base', 'backoff_max', 'retention', 'paused', 'created_at']);
+    ARRAY['queue', 'max_attempts', 'lease', 'backoff_base', 'backoff_max', 'retention', 'paused', 'created_at',
+          'max_running', 'group_retry']);
 SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
                       FROM pg_attribute WHERE attrelid = 'queue.queues'::regclass AND attnum > 0 ORDER BY attname$$,
                   $$VALUES ('backoff_base', 'interval'), ('backoff_max', 'interval'),
-                           ('created_at', 'timestamp with time zone'), ('lease', 'interval'),
-                           ('max_attempts', 'integer'), ('paused', 'boolean'), ('queue', 'text'),
-                           ('retention', 'interval')$$,
+                           ('created_at', 'timestamp with time zone'), ('group_retry', 'text'), ('lease', 'interval'),
+                           ('max_attempts', 'integer'), ('max_running', 'integer'), ('paused', 'boolean'),
+                           ('queue', 'text'), ('retention', 'interval')$$,
                   'queue.queues column types');
 
 SELECT has_view('queue', 'jobs', 'view queue.jobs');
@@ -282,12 +287,12 @@ SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid
 SELECT has_view('queue', 'stats', 'view queue.stats');
 SELECT columns_are('queue', 'stats',
     ARRAY['queue', 'ready', 'scheduled', 'running', 'dead', 'oldest_ready_age',
-          'completed_last_minute', 'failed_last_minute']);
+          'completed_last_minute', 'failed_last_minute', 'waiting']);
 SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
                       FROM pg_attribute WHERE attrelid = 'queue.stats'::regclass AND attnum > 0 ORDER BY attname$$,
                   $$VALUES ('completed_last_minute', 'bigint'), ('dead', 'bigint'), ('failed_last_minute', 'bigint'),
                            ('oldest_ready_age', 'interval'), ('queue', 'text'), ('ready', 'bigint'),
-                           ('running', 'bigint'), ('scheduled', 'bigint')$$,
+                           ('running', 'bigint'), ('scheduled', 'bigint'), ('waiting', 'bigint')$$,
                   'queue.stats column types');
 
 SELECT has_type('queue', 'claimed', 'type queue.claimed');

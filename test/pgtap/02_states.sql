@@ -3,10 +3,14 @@
 --   ready --claim--> running --complete--> done (queue.archive)
 --   running --fail, attempts left--> ready / scheduled (backoff)
 --   running --fail, last attempt--> dead --retry--> ready (attempt 0)
---   running --release--> ready / scheduled (attempt not counted)
+--   running --release--> ready / scheduled (attempt not counted toward
+--                                             max_attempts)
 --   running --lease runs out, tick--> ready, or dead on the last attempt
---   ready / scheduled / dead --cancel--> cancelled (queue.archive)
+--   ready / scheduled / waiting / dead --cancel--> cancelled (queue.archive)
 --   scheduled --reschedule(now)--> ready
+--   enqueue behind an unfinished job of its group_key --> waiting
+--   waiting --the group's head finishes--> ready / scheduled
+--   waiting --reschedule--> waiting
 --
 -- Illegal transitions raise object_not_in_prerequisite_state (55000); a
 -- stale fencing token changes nothing and returns false or NULL.
@@ -14,7 +18,7 @@
 -- The whole file is one transaction, so now() stands still while
 -- clock_timestamp() moves on.  Each scenario uses a queue of its own.
 BEGIN;
-SELECT plan(144);
+SELECT plan(164);
 
 -- The state of a job as queue.jobs shows it; 'archived:<state>' once it
 -- left for queue.archive; NULL if it is nowhere.
@@ -29,11 +33,20 @@ $$;
 -- Make the lease of a running job run out before now() as well as before
 -- clock_timestamp(), so that queue.tick() returns it whichever of the two
 -- it judges leases by (the case of a lease that ran out only by the clock
--- is tested on its own, below).
+-- is tested on its own, below).  Jobs claimed in this transaction are held
+-- in memory until commit (src/held.c): write them back to their table
+-- first, and check that the lease was moved.
 CREATE FUNCTION pg_temp.expire(queue text, id bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
 BEGIN
+    PERFORM queue._write_back();
     EXECUTE format('UPDATE queue.%I SET lease_until = now() - interval ''1 second''
                      WHERE id = $1 AND state = ''running''', 'q_' || queue) USING id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n <> 1 THEN
+        RAISE EXCEPTION 'pg_temp.expire: job % is not a running row of queue.q_%', id, queue;
+    END IF;
 END
 $$;
 
@@ -224,15 +237,33 @@ SELECT is((SELECT attempt FROM queue.claim('rl')), 1, 'claimed: attempt 1');
 SELECT is(queue.release(:j4), true, 'release a running job returns true');
 SELECT is(pg_temp.st(:j4), 'ready', 'release: running -> ready');
 SELECT results_eq(format('SELECT attempt, lease_until FROM queue.jobs WHERE id = %s', :j4),
-                  $$VALUES (0, NULL::timestamptz)$$,
-                  'release does not count the attempt and drops the lease');
-SELECT is((SELECT attempt FROM queue.claim('rl')), 1, 'claimed again: still attempt 1');
+                  $$VALUES (1, NULL::timestamptz)$$,
+                  'release keeps the attempt (it counts claims) and drops the lease');
+SELECT is((SELECT attempt FROM queue.claim('rl')), 2, 'claimed again: attempt 2');
+SELECT is(queue.complete(:j4, attempt => 1), false,
+          'the token of the claim before the release is stale: complete returns false');
+SELECT is(queue.release(:j4, attempt => 1), false, 'and release returns false');
+SELECT is(pg_temp.st(:j4), 'running', 'the job still runs for the current claim');
 SELECT is(queue.release(:j4, run_at => clock_timestamp() + interval '1 hour'), true, 'release with a later run_at');
 SELECT is(pg_temp.st(:j4), 'scheduled', 'release(run_at => later): running -> scheduled');
 SELECT is((SELECT count(*)::int FROM queue.claim('rl')), 0, 'a job released to later is not claimed now');
 SELECT results_eq(format('SELECT event, attempt FROM queue.history(%s)', :j4),
-                  $$VALUES ('enqueued'::text, 0), ('claimed', 1), ('released', 1), ('claimed', 1), ('released', 1)$$,
+                  $$VALUES ('enqueued'::text, 0), ('claimed', 1), ('released', 1), ('claimed', 2), ('released', 2)$$,
                   'history: enqueued, claimed, released, claimed, released');
+
+-- Released attempts do not count toward max_attempts.
+SELECT queue.create('ru', max_attempts => 2, backoff_base => '0');
+SELECT queue.enqueue('ru', '{}') AS ju \gset
+SELECT is((SELECT attempt FROM queue.claim('ru')), 1, 'claimed: attempt 1 of at most 2');
+SELECT is(queue.release(:ju), true, 'released');
+SELECT is((SELECT attempt FROM queue.claim('ru')), 2, 'claimed again: attempt 2');
+SELECT is(queue.fail(:ju, 'first failure'), 'retry',
+          'failing attempt 2 is the first counted attempt of 2: retry, not dead');
+SELECT is((SELECT attempt FROM queue.claim('ru')), 3, 'claimed: attempt 3');
+SELECT is(queue.fail(:ju, 'second failure'), 'dead', 'the second counted attempt is the last: dead');
+SELECT results_eq(format('SELECT state, attempt, max_attempts FROM queue.jobs WHERE id = %s', :ju),
+                  $$VALUES ('dead'::text, 3, 2)$$,
+                  'dead with 3 claims, one of them released, of max_attempts 2');
 
 /* -------------------------------------------------------------- cancel */
 
@@ -333,11 +364,24 @@ SELECT is((SELECT id FROM queue.claim('pr')), :jh::bigint,
 SELECT queue.create('gk');
 SELECT queue.enqueue('gk', '{"n":1}', group_key => 'g') AS g1,
        queue.enqueue('gk', '{"n":2}', group_key => 'g') AS g2 \gset
+SELECT is(pg_temp.st(:g1), 'ready', 'the first job of a group is ready');
+SELECT is(pg_temp.st(:g2), 'waiting', 'the second job of the group waits');
 SELECT results_eq($$SELECT id FROM queue.claim('gk', 2)$$, format('VALUES (%s::bigint)', :g1),
-                  'of two ready jobs of one group_key, claim takes only the first');
+                  'of two jobs of one group_key, claim takes only the first');
 SELECT is((SELECT count(*)::int FROM queue.claim('gk')), 0, 'the second waits while the first runs');
+SELECT lives_ok(format('SELECT queue.reschedule(%s, now(), priority => 2)', :g2), 'reschedule a waiting job');
+SELECT results_eq(format('SELECT state, priority FROM queue.jobs WHERE id = %s', :g2),
+                  $$VALUES ('waiting'::text, 2)$$,
+                  'reschedule: waiting -> waiting, with the new priority');
+SELECT throws_ok(format('SELECT queue.complete(%s)', :g2), '55000', NULL, 'completing a waiting job: 55000');
+SELECT throws_ok(format('SELECT queue.retry(%s)', :g2), '55000', NULL, 'retrying a waiting job: 55000');
 SELECT is(queue.complete(:g1), true, 'the first completes');
+SELECT is(pg_temp.st(:g2), 'ready', 'when the head finishes: waiting -> ready');
 SELECT is((SELECT id FROM queue.claim('gk')), :g2::bigint, 'then the second is claimed');
+SELECT queue.enqueue('gk', '{"n":3}', group_key => 'g') AS g3 \gset
+SELECT is(pg_temp.st(:g3), 'waiting', 'a job enqueued while its group''s head runs waits');
+SELECT lives_ok(format('SELECT queue.cancel(%s)', :g3), 'cancel a waiting job');
+SELECT is(pg_temp.st(:g3), 'archived:cancelled', 'cancel: waiting -> cancelled');
 
 SELECT * FROM finish();
 ROLLBACK;

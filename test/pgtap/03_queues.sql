@@ -2,13 +2,16 @@
 -- purge, and the views queue.queues and queue.stats.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(104);
+SELECT plan(120);
 
+-- The relations of a queue: its tables (q_, a_, s_) and what is named
+-- after them: '$' and a suffix (sequence, indexes), or _pkey.
 CREATE FUNCTION pg_temp.relations_of(queue text) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM pg_class
      WHERE relnamespace = 'queue'::regnamespace
-       AND (relname = 'q_' || queue OR relname = 'a_' || queue
-            OR relname LIKE 'q\_' || queue || '\_%' OR relname LIKE 'a\_' || queue || '\_%')
+       AND left(relname, 2) IN ('q_', 'a_', 's_')
+       AND (substr(relname, 3) = queue OR substr(relname, 3) = queue || '_pkey'
+            OR starts_with(substr(relname, 3), queue || '$'))
 $$;
 
 SELECT is((SELECT count(*)::int FROM queue.queues WHERE queue IN ('qa', 'qb')), 0, 'no queues qa, qb yet');
@@ -25,6 +28,8 @@ SELECT ok((SELECT created_at BETWEEN now() AND clock_timestamp() FROM queue.queu
           'created_at is the creation time');
 SELECT has_table('queue', 'q_qa', 'create makes the job table queue.q_qa');
 SELECT has_table('queue', 'a_qa', 'create makes the archive table queue.a_qa');
+SELECT has_sequence('queue', 'q_qa$seq', 'create makes the sequence queue."q_qa$seq"');
+SELECT ok(pg_temp.relations_of('qa') > 3, 'pg_temp.relations_of finds the relations of a queue');
 
 SELECT throws_ok($$SELECT queue.create('qa')$$, '42710', NULL, 'creating an existing queue: 42710 duplicate_object');
 SELECT lives_ok($$SELECT queue.create('qa', max_attempts => 9, lease => '1 hour', if_not_exists => true)$$,
@@ -37,10 +42,15 @@ SELECT is((SELECT count(*)::int FROM queue.queues WHERE queue = 'qa'), 1, 'still
 SELECT lives_ok($$SELECT queue.create('qb', max_attempts => 2, lease => '5 minutes', backoff_base => '0',
                                        backoff_max => '10 seconds', retention => '0')$$,
                 'create with every option');
-SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention
+SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry
                       FROM queue.queues WHERE queue = 'qb'$$,
-                  $$VALUES (2, interval '5 minutes', interval '0', interval '10 seconds', interval '0')$$,
-                  'the options are stored as given');
+                  $$VALUES (2, interval '5 minutes', interval '0', interval '10 seconds', interval '0', NULL::int,
+                            'block'::text)$$,
+                  'the options are stored as given; max_running and group_retry default to no limit and block');
+SELECT lives_ok($$SELECT queue.create('qc', max_running => 3, group_retry => 'requeue')$$,
+                'create with max_running and group_retry');
+SELECT results_eq($$SELECT max_running, group_retry FROM queue.queues WHERE queue = 'qc'$$,
+                  $$VALUES (3, 'requeue'::text)$$, 'max_running and group_retry are stored as given');
 
 -- names
 SELECT lives_ok(format('SELECT queue.create(%L)', repeat('n', 48)), 'a 48-character name is accepted');
@@ -73,6 +83,14 @@ SELECT throws_ok($$SELECT queue.create('qbad', backoff_base => '-1 second')$$, '
 SELECT throws_ok($$SELECT queue.create('qbad', backoff_base => '1 minute', backoff_max => '1 second')$$, '22023', NULL,
                  'backoff_max below backoff_base: 22023');
 SELECT throws_ok($$SELECT queue.create('qbad', retention => '-1 day')$$, '22023', NULL, 'negative retention: 22023');
+SELECT throws_ok($$SELECT queue.create('qbad', backoff_base => '1 year 1 day', backoff_max => '2 years')$$, '22023',
+                 'backoff_base must be between 0 and 1 year', 'backoff_base over 1 year: 22023');
+SELECT throws_ok($$SELECT queue.create('qbad', backoff_max => '1 year 1 day')$$, '22023',
+                 'backoff_max must be at least backoff_base and at most 1 year', 'backoff_max over 1 year: 22023');
+SELECT lives_ok($$SELECT queue.create('qyear', backoff_base => '1 year', backoff_max => '1 year')$$,
+                'backoff_base and backoff_max of exactly 1 year are accepted');
+SELECT throws_ok($$SELECT queue.create('qbad', max_running => 0)$$, '22023', NULL, 'max_running 0 in create: 22023');
+SELECT throws_ok($$SELECT queue.create('qbad', group_retry => 'skip')$$, '22023', NULL, 'an unknown group_retry: 22023');
 SELECT is((SELECT count(*)::int FROM queue.queues WHERE queue = 'qbad'), 0, 'a refused create leaves no queue');
 SELECT is(pg_temp.relations_of('qbad'), 0::bigint, 'a refused create leaves no tables');
 
@@ -91,9 +109,19 @@ SELECT throws_ok($$SELECT queue.alter('qa', max_attempts => 0)$$, '22023', NULL,
 SELECT throws_ok($$SELECT queue.alter('qa', backoff_base => '1 hour')$$, '22023', NULL,
                  'alter backoff_base above the existing backoff_max: 22023');
 SELECT throws_ok($$SELECT queue.alter('qa', lease => '0')$$, '22023', NULL, 'alter to lease 0: 22023');
+SELECT throws_ok($$SELECT queue.alter('qa', backoff_max => '2 years')$$, '22023', NULL,
+                 'alter backoff_max above 1 year: 22023');
 SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max FROM queue.queues WHERE queue = 'qa'$$,
                   $$VALUES (2, interval '1 minute', interval '1 minute', interval '2 minutes')$$,
                   'refused alters change nothing');
+SELECT lives_ok($$SELECT queue.alter('qc', max_running => 5)$$, 'alter max_running');
+SELECT results_eq($$SELECT max_running, group_retry FROM queue.queues WHERE queue = 'qc'$$,
+                  $$VALUES (5, 'requeue'::text)$$, 'alter changes max_running only');
+SELECT lives_ok($$SELECT queue.alter('qc', group_retry => 'block')$$, 'alter group_retry');
+SELECT results_eq($$SELECT max_running, group_retry FROM queue.queues WHERE queue = 'qc'$$,
+                  $$VALUES (5, 'block'::text)$$, 'alter changes group_retry only');
+SELECT lives_ok($$SELECT queue.alter('qc', max_running => 0)$$, 'alter max_running => 0');
+SELECT is((SELECT max_running FROM queue.queues WHERE queue = 'qc'), NULL::int, 'max_running 0 removes the limit');
 SELECT throws_ok($$SELECT queue.alter('no_such_queue', lease => '1 minute')$$, '42704', NULL, 'alter an unknown queue: 42704');
 SELECT throws_ok($$SELECT queue.alter('No', lease => '1 minute')$$, '42602', NULL, 'alter with an invalid name: 42602');
 
@@ -152,11 +180,12 @@ SELECT queue.enqueue('qs', '{"n":1}') AS s1 \gset
 SELECT count(*) AS skip_b FROM queue.enqueue_batch('qs', ARRAY['{"n":2}', '{"n":3}']::jsonb[]) \gset
 SELECT queue.enqueue('qs', '{"n":4}', delay => '1 hour') AS s4 \gset
 SELECT is((SELECT id FROM queue.claim('qs')), :s1::bigint, 'one running job (the oldest ready one)');
-SELECT results_eq($$SELECT ready, scheduled, running, dead FROM queue.stats WHERE queue = 'qs'$$,
-                  $$VALUES (2::bigint, 1::bigint, 1::bigint, 1::bigint)$$,
-                  'queue.stats counts ready, scheduled, running and dead jobs');
+SELECT queue.enqueue('qs', '{"n":6}', group_key => 'sg') AS s6, queue.enqueue('qs', '{"n":7}', group_key => 'sg') AS s7 \gset
+SELECT results_eq($$SELECT ready, scheduled, running, dead, waiting FROM queue.stats WHERE queue = 'qs'$$,
+                  $$VALUES (3::bigint, 1::bigint, 1::bigint, 1::bigint, 1::bigint)$$,
+                  'queue.stats counts ready, scheduled, running, dead and waiting jobs');
 SELECT results_eq($$SELECT state, count(*) FROM queue.jobs WHERE queue = 'qs' GROUP BY state ORDER BY state$$,
-                  $$VALUES ('dead'::text, 1::bigint), ('ready', 2), ('running', 1), ('scheduled', 1)$$,
+                  $$VALUES ('dead'::text, 1::bigint), ('ready', 3), ('running', 1), ('scheduled', 1), ('waiting', 1)$$,
                   'queue.jobs agrees');
 SELECT ok((SELECT oldest_ready_age >= interval '0' FROM queue.stats WHERE queue = 'qs'),
           'oldest_ready_age is a non-negative interval when jobs are ready');
@@ -176,7 +205,7 @@ SELECT results_eq($$SELECT ready, scheduled, running, dead FROM queue.stats WHER
 SELECT is(queue.purge('qs', '{"n":2}'), 1::bigint, 'purge with a filter deletes the jobs whose payload contains it');
 SELECT is((SELECT count(*)::int FROM queue.jobs WHERE queue = 'qs' AND payload @> '{"n":2}'), 0, 'that job is gone');
 SELECT throws_ok($$SELECT queue.purge('qs', '[1]')$$, '22023', NULL, 'a purge filter that is not an object: 22023');
-SELECT is(queue.purge('qs'), 4::bigint, 'purge without a filter deletes the ready, scheduled and dead jobs');
+SELECT is(queue.purge('qs'), 6::bigint, 'purge without a filter deletes the ready, scheduled, waiting and dead jobs');
 SELECT is((SELECT count(*)::int FROM queue.jobs WHERE queue = 'qs' AND state <> 'running'), 0,
           'no waiting or dead job is left');
 

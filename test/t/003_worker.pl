@@ -1,0 +1,826 @@
+# test/t/003_worker.pl: the background worker, observed from outside.
+#
+# A launcher and one worker per database with the extension, started for a
+# database created after server start as soon as CREATE EXTENSION commits
+# (and for a database copied from a template that has the extension), none
+# lasting elsewhere; orphaned claims (consumer session terminated) and
+# expired leases returned without queue.tick(); scheduled and backed-off
+# jobs promoted on time, also among 100 queues, and announced with one
+# coalesced NOTIFY per committing transaction (none for rolled back work);
+# claim(wait =>) woken by a committing producer, with its xmin released
+# while it sleeps, and cancellable; jobs survive a fast restart and crash
+# recovery; DROP EXTENSION, DROP DATABASE and CREATE DATABASE ... TEMPLATE
+# are not blocked by the worker; a configuration reload reaches the worker;
+# a terminated worker or a terminated or cancelled launcher comes back
+# without duplicating workers; without shared_preload_libraries the
+# extension says so and claim(wait =>) refuses.  Finally no worker or
+# launcher logged an error.
+#
+# Times are measured with Time::HiRes; notifications are received by a small
+# python3/psycopg2 listener that stamps each one with the time it arrived.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use Time::HiRes qw(time sleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# ---------------------------------------------------------------- helpers
+
+# A psql session that stays connected: send() a statement without waiting,
+# wait() for it to finish (returns stdout, stderr and when it finished), or
+# query() both at once.  Lighter than BackgroundPsql for tight polling.
+package QueueTestSession;
+
+use Time::HiRes qw(time sleep);
+
+sub new
+{
+	my ($class, $node, $db, $app) = @_;
+	my $self = bless { in => '', out => '', err => '', n => 0, app => $app },
+	  $class;
+	$self->{h} = IPC::Run::start(
+		[
+			$node->installed_command('psql'), '-XAtq',
+			'-v', 'VERBOSITY=verbose',
+			'-d', $node->connstr($db) . " application_name=$app",
+			'-f', '-'
+		],
+		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err});
+	my ($pid) = $self->query('SELECT pg_backend_pid()');
+	die "session $app did not connect: $self->{err}" unless $pid =~ /^\d+$/;
+	$self->{pid} = $pid;
+	return $self;
+}
+
+sub send
+{
+	my ($self, $sql) = @_;
+	my $n = ++$self->{n};
+	$self->{mark} = "__queue_test_done_${n}__";
+	$self->{in} .= "$sql\n;\n\\echo '$self->{mark}'\n\\warn '$self->{mark}'\n";
+	$self->{h}->pump_nb;
+	return;
+}
+
+# Waits up to $timeout seconds; returns (stdout, stderr, finish time), or
+# an empty list on timeout (the statement is then still running).
+sub wait
+{
+	my ($self, $timeout) = @_;
+	my $deadline = time + (defined $timeout ? $timeout : 60);
+	my $mark = $self->{mark};
+	while (1)
+	{
+		$self->{h}->pump_nb if $self->{h}->pumpable;
+		if ($self->{out} =~ /\Q$mark\E\n/ && $self->{err} =~ /\Q$mark\E\n/)
+		{
+			my $at = time;
+			my ($out, $err) = ($self->{out}, $self->{err});
+			$out =~ s/\n?\Q$mark\E\n//;
+			$err =~ s/\n?\Q$mark\E\n//;
+			$self->{out} = $self->{err} = '';
+			chomp $out;
+			return ($out, $err, $at);
+		}
+		return () if time > $deadline || !$self->{h}->pumpable;
+		sleep 0.002;
+	}
+}
+
+# In list context (stdout, stderr); in scalar context stdout, dying on
+# anything written to stderr.
+sub query
+{
+	my ($self, $sql, $timeout) = @_;
+	$self->send($sql);
+	my ($out, $err) = $self->wait($timeout);
+	die "session $self->{app}: no answer to: $sql\nstderr: $self->{err}"
+	  unless defined $out;
+	return ($out, $err) if wantarray;
+	die "session $self->{app}: $sql\nfailed: $err" if $err ne '';
+	return $out;
+}
+
+sub close
+{
+	my ($self) = @_;
+	eval {
+		$self->{h}->pump_nb if $self->{h}->pumpable;
+		$self->{in} .= "\\q\n" if $self->{h}->pumpable;
+		$self->{h}->finish;
+	};
+	eval { $self->{h}->kill_kill; };
+	return;
+}
+
+package main;
+
+# A LISTEN session in python3 with psycopg2 that prints, for every
+# notification, its channel and the time it arrived.
+my $listener_py = <<'PY';
+import select, sys, time
+import psycopg2, psycopg2.extensions
+conn = psycopg2.connect(sys.argv[1])
+conn.set_isolation_level(psycopg2.extensions.ISOLATION_LEVEL_AUTOCOMMIT)
+cur = conn.cursor()
+for ch in sys.argv[2:]:
+    cur.execute('LISTEN "%s"' % ch)
+cur.execute('SELECT pg_backend_pid()')
+print('ready %d' % cur.fetchone()[0], flush=True)
+while True:
+    r, _, _ = select.select([conn, sys.stdin], [], [], 1.0)
+    if sys.stdin in r:
+        # any input, or its end, means stop: leave without the server
+        # writing a notification to a closed socket
+        cur.execute('UNLISTEN *')
+        conn.close()
+        break
+    conn.poll()
+    while conn.notifies:
+        n = conn.notifies.pop(0)
+        print('notify %s %.6f %d' % (n.channel, time.time(), n.pid), flush=True)
+PY
+
+sub listener_start
+{
+	my ($node, $db, @channels) = @_;
+	my $l = { in => '', out => '', err => '', got => [] };
+	$l->{h} = IPC::Run::start([ 'python3', '-c', $listener_py, $node->connstr($db), @channels ],
+		'<', \$l->{in}, '>', \$l->{out}, '2>', \$l->{err});
+	my $deadline = time + 30;
+	while ($l->{out} !~ /^ready (\d+)\n/m)
+	{
+		die "listener did not start: $l->{err}"
+		  if time > $deadline || !$l->{h}->pumpable;
+		$l->{h}->pump_nb;
+		sleep 0.005;
+	}
+	$l->{out} =~ s/^ready (\d+)\n//m;
+	$l->{pid} = $1;
+	return $l;
+}
+
+# Notifications received so far and not yet taken, as [channel, time].
+sub listener_take
+{
+	my ($l) = @_;
+	$l->{h}->pump_nb if $l->{h}->pumpable;
+	while ($l->{out} =~ s/^notify (\S+) ([\d.]+) \d+\n//m)
+	{
+		push @{ $l->{got} }, [ $1, $2 ];
+	}
+	my @got = @{ $l->{got} };
+	$l->{got} = [];
+	return @got;
+}
+
+# Collects notifications until $until (an absolute time).
+sub listener_collect_until
+{
+	my ($l, $until) = @_;
+	my @all;
+	while (1)
+	{
+		push @all, listener_take($l);
+		last if time >= $until;
+		sleep 0.005;
+	}
+	return @all;
+}
+
+# Waits up to $timeout for a notification on $channel; returns its arrival
+# time (undef on timeout) and every notification taken meanwhile.
+sub listener_wait
+{
+	my ($l, $channel, $timeout) = @_;
+	my $deadline = time + $timeout;
+	my @seen;
+	while (1)
+	{
+		my @got = listener_take($l);
+		push @seen, @got;
+		for my $n (@got)
+		{
+			return ($n->[1], \@seen) if $n->[0] eq $channel;
+		}
+		return (undef, \@seen) if time > $deadline;
+		sleep 0.005;
+	}
+}
+
+sub listener_stop
+{
+	my ($l) = @_;
+	eval {
+		$l->{in} .= "quit\n";
+		$l->{h}->pump_nb while $l->{h}->pumpable && $l->{in} ne '';
+		$l->{h}->finish;
+	};
+	eval { $l->{h}->kill_kill(grace => 5); };
+	return;
+}
+
+# Polls $sql in $session until it returns $expect; returns the seconds it
+# took, or undef after $timeout seconds.
+sub poll_for
+{
+	my ($session, $sql, $expect, $timeout) = @_;
+	my $t0 = time;
+	while (1)
+	{
+		my $got = $session->query($sql);
+		return time - $t0 if $got eq $expect;
+		if (time - $t0 > $timeout)
+		{
+			diag("poll_for: '$sql' still returns '$got', not '$expect', after ${timeout}s");
+			return undef;
+		}
+		sleep 0.01;
+	}
+}
+
+sub workers_sql
+{
+	my ($db) = @_;
+	return qq{SELECT count(*) FROM pg_stat_activity
+	           WHERE backend_type = 'queue worker' AND datname = '$db'};
+}
+
+my $launcher_sql =
+  q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue launcher'};
+
+# Client backends we terminate (or that a restart terminates): their
+# "terminating connection due to administrator command" lines are expected.
+my %terminated_pids;
+
+# ---------------------------------------------------------------- setup
+
+my $python_ok =
+  system('python3', '-c', 'import psycopg2') == 0;
+ok($python_ok, 'python3 with psycopg2 is available for the LISTEN session')
+  or die 'python3 -c "import psycopg2" failed: install python3-psycopg2';
+
+my $node = PostgreSQL::Test::Cluster->new('worker');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'queue'
+log_line_prefix = '%m [%p] [%b] %q%a '
+});
+$node->start;
+
+my $mon = QueueTestSession->new($node, 'postgres', 'monitor');
+
+# ---------------------------------------------------------------- 1. start
+
+ok(defined poll_for($mon, $launcher_sql, '1', 10), 'the launcher runs');
+
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('postgres', 'CREATE DATABASE noext');
+
+$node->safe_psql('app', 'CREATE EXTENSION queue');
+my $took = poll_for($mon, workers_sql('app'), '1', 10);
+ok(defined $took && $took < 2,
+	'a worker serves a database created after server start, within 2 s of CREATE EXTENSION');
+note sprintf('worker started %.3f s after CREATE EXTENSION returned', $took // -1);
+is($mon->query(qq{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker'
+	AND datname = 'app' AND application_name = 'queue worker'}),
+	'1', 'the worker reports application_name "queue worker"');
+
+# postgres got a worker when the launcher started (it asks every database);
+# it must have left, and noext (created later, no extension) gets none.
+ok(defined poll_for($mon, workers_sql('postgres'), '0', 10),
+	'no worker stays in a database without the extension (postgres)');
+sleep 1;
+is( $mon->query(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker'
+	AND datname IS DISTINCT FROM 'app'}),
+	'0', 'one second later, the only queue worker is the one of app');
+
+my $app = QueueTestSession->new($node, 'app', 'app_monitor');
+
+# ---------------------------------------------------------------- 2. orphans
+
+$app->query(q{SELECT queue.create('orph', lease => '1 hour')});
+$app->query(q{SELECT queue.enqueue('orph', jsonb_build_object('n', i)) FROM generate_series(1, 3) i});
+
+my $listen = listener_start($node, 'app',
+	qw(queue_orph queue_lease queue_sched queue_rb queue_sp1 queue_sp2 queue_many queue_back));
+
+my $claimer = QueueTestSession->new($node, 'app', 'orphan_claimer');
+is($claimer->query(q{SELECT count(*) FROM queue.claim('orph', 3)}),
+	'3', 'a session claims 3 jobs (autocommit)');
+is( $app->query(q{SELECT count(*) FROM queue.jobs WHERE queue = 'orph' AND state = 'running'
+	AND attempt = 1 AND lease_until > now() + interval '50 minutes'}),
+	'3', 'they are running under a lease of 1 hour');
+listener_take($listen);
+
+$terminated_pids{ $claimer->{pid} } = 1;
+my $t0 = time;
+is($mon->query("SELECT pg_terminate_backend($claimer->{pid})"),
+	't', 'the claiming session is terminated');
+$took = poll_for(
+	$app, q{SELECT count(*) FROM queue.jobs WHERE queue = 'orph' AND state = 'ready'
+	AND attempt = 1 AND last_error = 'consumer disconnected' AND lease_until IS NULL},
+	'3', 10);
+my $orphan_time = defined $took ? time - $t0 : -1;
+ok(defined $took && $orphan_time < 2,
+	'its 3 jobs are ready again within 2 s (attempt 1, consumer disconnected), without tick()');
+note sprintf('orphans returned %.3f s after pg_terminate_backend', $orphan_time);
+my ($orph_note) = listener_wait($listen, 'queue_orph', 2);
+ok(defined $orph_note, 'listeners of the queue are notified of the returned jobs');
+is( $app->query(q{SELECT string_agg(attempt::text, ',') FROM queue.claim('orph', 3)}),
+	'2,2,2', 'the 3 jobs are claimable again (attempt 2)');
+$claimer->close;
+
+# ---------------------------------------------------------------- 3. lease
+
+$app->query(q{SELECT queue.create('lease', max_attempts => 2)});
+my $lease_id = $app->query(q{SELECT queue.enqueue('lease', '{"l": 1}')});
+my $leaser = QueueTestSession->new($node, 'app', 'leaser');
+listener_take($listen);
+
+for my $attempt (1, 2)
+{
+	my $claimed = $leaser->query(
+		q{SELECT id || '|' || attempt || '|' || extract(epoch FROM lease_until) FROM queue.claim('lease', lease => '300 ms')});
+	my ($cid, $catt, $lease_until) = split /\|/, $claimed;
+	is("$cid|$catt", "$lease_id|$attempt", "lease: claim $attempt takes the job (300 ms lease, committed)");
+	my $want = $attempt == 1 ? 'ready|1|lease expired' : 'dead|2|lease expired';
+	$took = poll_for(
+		$app, qq{SELECT state || '|' || attempt || '|' || last_error FROM queue.jobs WHERE id = $lease_id},
+		$want, 10);
+	ok(defined $took && $took < 1.5,
+		"lease: after claim $attempt the job becomes " . (split /\|/, $want)[0]
+		  . ' within 1.5 s without tick()');
+	note sprintf('lease %d returned %.3f s after the claim', $attempt, $took // -1);
+	ok( $app->query(qq{SELECT extract(epoch FROM (history->-1->>'at')::timestamptz) >= $lease_until
+		FROM queue._job WHERE id = $lease_id}) eq 't',
+		"lease: claim $attempt was not returned before its lease ran out");
+	is($leaser->query('SELECT 1'), '1', 'lease: the claiming session is still connected');
+	if ($attempt == 1)
+	{
+		my ($n) = listener_wait($listen, 'queue_lease', 2);
+		ok(defined $n, 'lease: listeners are notified of the returned job');
+	}
+}
+$leaser->close;
+
+# ------------------------------------------------- 4. scheduled jobs, NOTIFY
+
+# (Every upkeep pass visits every queue of the database, so how late a
+# scheduled job is announced grows with their number: these measurements
+# are made with 4 queues in app, and again below with 100.)
+$app->query(q{SELECT queue.create(q) FROM unnest(ARRAY['sched', 'back']) q});
+# (creating a queue may wake its listeners: let that pass)
+listener_collect_until($listen, time + 0.3);
+
+my $sched_id = $app->query(
+	q{SELECT queue.enqueue('sched', '{"s": 1}', run_at => clock_timestamp() + interval '1 s')});
+my $run_at = $app->query(qq{SELECT extract(epoch FROM run_at) FROM queue._job WHERE id = $sched_id});
+my ($notified, $seen) = listener_wait($listen, 'queue_sched', 5);
+my @early = grep { $_->[0] eq 'queue_sched' && $_->[1] < $run_at } @$seen;
+ok(defined $notified, 'scheduled: a notification arrives for the scheduled job');
+is(scalar(@early), 0, 'scheduled: no notification before run_at');
+$notified //= 0;
+my $lateness = $notified - $run_at;
+ok($lateness >= 0, 'scheduled: the notification arrives after run_at');
+ok($lateness <= 0.2, 'scheduled: the notification arrives within 200 ms of run_at');
+note sprintf('scheduled job: notification %.1f ms after run_at', $lateness * 1000);
+is( $app->query(qq{SELECT state FROM queue._job WHERE id = $sched_id}),
+	'ready', 'scheduled: the worker made the job ready');
+is($app->query(q{SELECT id FROM queue.claim('sched')}),
+	$sched_id, 'scheduled: the job is claimable');
+
+# a backed-off retry comes due and is announced like a scheduled job
+$app->query(q{SELECT queue.enqueue('back', '{"b": 1}')});
+listener_wait($listen, 'queue_back', 2);    # the enqueue's
+my $back_id = $app->query(q{SELECT id FROM queue.claim('back')});
+listener_take($listen);
+is($app->query(qq{SELECT queue.fail($back_id, 'transient', retry_in => '500 ms')}),
+	'retry', 'backoff: failed job will be retried');
+my $back_at = $app->query(qq{SELECT extract(epoch FROM run_at) FROM queue._job WHERE id = $back_id});
+($notified) = listener_wait($listen, 'queue_back', 5);
+ok( defined $notified && $notified >= $back_at && $notified - $back_at <= 0.2,
+	'backoff: notified when the retry comes due (within 200 ms)');
+note sprintf('backoff retry: notification %.1f ms after run_at', (($notified // 0) - $back_at) * 1000);
+
+# a database with 100 queues: one of them has a scheduled job
+$node->safe_psql('postgres', 'CREATE DATABASE wide');
+$node->safe_psql('wide', q{CREATE EXTENSION queue;
+	SELECT count(queue.create('w' || i)) FROM generate_series(1, 100) i});
+my $wide = QueueTestSession->new($node, 'wide', 'wide_monitor');
+my $wide_listen = listener_start($node, 'wide', 'queue_w50');
+for my $try (1, 2)
+{
+	# let the notifications of creating the queues pass: 1 s of quiet
+	my $quiet_deadline = time + 10;
+	while (time < $quiet_deadline
+		&& listener_collect_until($wide_listen, time + 1))
+	{
+	}
+	my $wid = $wide->query(
+		q{SELECT queue.enqueue('w50', '{}', run_at => clock_timestamp() + interval '1 s')});
+	my $wat = $wide->query(qq{SELECT extract(epoch FROM run_at) FROM queue._job WHERE id = $wid});
+	# (the first notification from at or after run_at: a late one for
+	# creating the queues may still come before)
+	undef $notified;
+	my $deadline = time + 5;
+	while (!defined $notified && time < $deadline)
+	{
+		($notified) = map { $_->[1] }
+		  grep { $_->[0] eq 'queue_w50' && $_->[1] >= $wat } listener_take($wide_listen);
+		sleep 0.005;
+	}
+	$notified //= 0;
+	ok( $notified >= $wat && $notified - $wat <= 0.2,
+		"100 queues ($try): a scheduled job is announced within 200 ms of run_at");
+	note sprintf('100 queues (%d): notification %.1f ms after run_at', $try, ($notified - $wat) * 1000);
+}
+listener_stop($wide_listen);
+$wide->close;
+# (its worker's passes would load the machine for the rest of the test)
+$node->safe_psql('postgres', 'DROP DATABASE wide');
+
+$app->query(q{SELECT queue.create(q) FROM unnest(ARRAY['rb', 'sp1', 'sp2', 'many']) q});
+listener_collect_until($listen, time + 0.3);
+
+# a rolled-back enqueue does not notify
+listener_take($listen);
+$app->query(q{BEGIN; SELECT queue.enqueue('rb', '{"rb": 1}'); ROLLBACK});
+my @got = grep { $_->[0] eq 'queue_rb' } listener_collect_until($listen, time + 0.5);
+is(scalar(@got), 0, 'rollback: no notification within 500 ms');
+$app->query(q{SELECT queue.enqueue('rb', '{"rb": 2}')});
+($notified) = listener_wait($listen, 'queue_rb', 2);
+ok(defined $notified, 'rollback: (control) a committed enqueue on the same queue notifies');
+
+# an enqueue in a rolled back savepoint does not notify, even though the
+# transaction commits another queue's job
+listener_take($listen);
+$app->query(
+	q{BEGIN; SAVEPOINT s; SELECT queue.enqueue('sp1', '{"sp": 1}'); ROLLBACK TO SAVEPOINT s;
+	  SELECT queue.enqueue('sp2', '{"sp": 2}'); COMMIT});
+($notified, $seen) = listener_wait($listen, 'queue_sp2', 2);
+ok(defined $notified, 'savepoint: the committed queue is notified');
+push @$seen, listener_collect_until($listen, time + 0.5);
+is(scalar(grep { $_->[0] eq 'queue_sp1' } @$seen),
+	0, 'savepoint: the rolled back enqueue is not notified');
+is($app->query(q{SELECT count(*) FROM queue.jobs WHERE queue = 'sp1'}),
+	'0', 'savepoint: and its job does not exist');
+
+# 100 enqueues in one transaction: one notification
+listener_take($listen);
+$app->query(join("\n", 'BEGIN;',
+	(map { "SELECT queue.enqueue('many', '{\"m\": $_}');" } 1 .. 100), 'COMMIT;'));
+($notified, $seen) = listener_wait($listen, 'queue_many', 2);
+push @$seen, listener_collect_until($listen, time + 0.7);
+my $nmany = grep { $_->[0] eq 'queue_many' } @$seen;
+is($nmany, 1, 'a transaction enqueuing 100 jobs sends exactly one notification');
+
+# ---------------------------------------------------------------- 5. wait
+
+$app->query(q{SELECT queue.create('w')});
+my $waiter = QueueTestSession->new($node, 'app', 'waiter');
+my $wait_state_sql = qq{SELECT wait_event_type || '|' || coalesce(backend_xmin::text, 'null')
+	FROM pg_stat_activity WHERE pid = $waiter->{pid}};
+
+$t0 = time;
+$waiter->send(q{SELECT payload FROM queue.claim('w', 1, wait => '5 s')});
+$took = poll_for($mon, qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}},
+	'Extension', 3);
+ok(defined $took, 'wait: the waiting claim shows wait_event_type Extension');
+is($mon->query($wait_state_sql), 'Extension|null',
+	'wait: a plain SELECT from claim(wait) holds no xmin while it sleeps');
+sleep(0.3 - (time - $t0)) if time - $t0 < 0.3;
+my $t_enq0 = time;
+my $w1 = $node->safe_psql('app', q{SELECT queue.enqueue('w', '{"w": 1}')});
+my $t_enq1 = time;
+my $enq_at = $app->query(qq{SELECT extract(epoch FROM enqueued_at) FROM queue.jobs WHERE id = $w1});
+my ($wout, $werr, $wdone) = $waiter->wait(6);
+is($wout, '{"w": 1}', 'wait: the waiting claim returns the new job');
+ok(defined $wdone && $wdone - $t_enq0 < 1,
+	'wait: it returns less than 1 s after the enqueue');
+my $claimed_at = $app->query(qq{SELECT extract(epoch FROM claimed_at) FROM queue.jobs WHERE id = $w1});
+is($app->query(q{SELECT count(*) FROM queue.jobs WHERE queue = 'w' AND state <> 'running'}),
+	'0', 'wait: nothing else is left in the queue');
+note sprintf('claim(wait) woke %.1f ms after the enqueue returned (%.1f ms after it started;'
+	  . ' server side claimed_at - enqueued_at = %.1f ms)',
+	(($wdone // 0) - $t_enq1) * 1000, (($wdone // 0) - $t_enq0) * 1000,
+	($claimed_at - $enq_at) * 1000);
+
+# inside a transaction block the snapshot stays (documented limitation)
+$waiter->send(q{BEGIN; SELECT payload FROM queue.claim('w', 1, wait => '3 s')});
+$took = poll_for($mon, qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}},
+	'Extension', 3);
+ok(defined $took, 'wait in BEGIN: the claim is waiting');
+like($mon->query($wait_state_sql), qr/^Extension\|\d+$/,
+	'wait in BEGIN: backend_xmin is kept (documented limitation)');
+$app->query(q{SELECT queue.enqueue('w', '{"w": 2}')});
+($wout, $werr) = $waiter->wait(4);
+is($wout, '{"w": 2}', 'wait in BEGIN: the claim returns the new job');
+is(scalar($waiter->query('COMMIT')), '', 'wait in BEGIN: commit');
+
+# empty queue: returns nothing after the wait
+($wout, $werr) = $waiter->query(
+	q{SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) FROM queue.claim('w', wait => '300 ms');
+SELECT extract(epoch FROM clock_timestamp() - :'t0')});
+my ($wcount, $welapsed) = split /\n/, $wout;
+is($wcount, '0', 'wait on an empty queue: no rows');
+ok($welapsed >= 0.3, 'wait on an empty queue: returns after at least 300 ms');
+ok($welapsed < 1.5, 'wait on an empty queue: and not much later');
+note sprintf('claim(wait => 300 ms) on an empty queue took %.1f ms', $welapsed * 1000);
+
+# statement_timeout cancels the wait
+$waiter->query(q{SET statement_timeout = '200ms'});
+$t0 = time;
+($wout, $werr, $wdone) = $waiter->query(q{SELECT payload FROM queue.claim('w', 1, wait => '5 s')});
+my $cancel_time = time - $t0;
+like($werr, qr/ERROR:\s+57014: canceling statement due to statement timeout/,
+	'wait: statement_timeout cancels the claim with SQLSTATE 57014');
+ok($cancel_time >= 0.2 && $cancel_time < 1.5, 'wait: cancelled after about 200 ms');
+note sprintf('statement_timeout 200ms: claim(wait) ended after %.1f ms', $cancel_time * 1000);
+$waiter->query(q{RESET statement_timeout});
+$waiter->close;
+
+# ---------------------------------------------------------------- 6. restart
+
+# rr: a ready job; rs: a running job and a scheduled one; rd: a dead job
+$app->query(q{SELECT queue.create('rr');
+	SELECT queue.create('rs', max_attempts => 5, lease => '1 hour');
+	SELECT queue.create('rd', max_attempts => 1)});
+my %rid;
+$rid{ready} = $app->query(q{SELECT queue.enqueue('rr', '{"r": "ready"}')});
+$rid{running} = $app->query(q{SELECT queue.enqueue('rs', '{"r": "running"}')});
+$rid{sched} = $app->query(q{SELECT queue.enqueue('rs', '{"r": "sched"}', run_at => now() + interval '1 hour')});
+$rid{dead} = $app->query(q{SELECT queue.enqueue('rd', '{"r": "dead"}')});
+is($app->query(qq{SELECT id FROM queue.claim('rd'); SELECT queue.fail($rid{dead}, 'fatal')}),
+	"$rid{dead}\ndead", 'restart: a dead job');
+my $rclaimer = QueueTestSession->new($node, 'app', 'restart_claimer');
+is($rclaimer->query(q{SELECT id FROM queue.claim('rs')}),
+	$rid{running}, 'restart: a job claimed by a connected session');
+
+my $keep_sql = qq{SELECT id, state, attempt, run_at, last_error, payload FROM queue.jobs
+	WHERE id IN ($rid{ready}, $rid{sched}, $rid{dead}) ORDER BY id};
+my $running_sql = qq{SELECT state || '|' || attempt || '|' || coalesce(last_error, '') FROM queue.jobs WHERE id = $rid{running}};
+my $keep = $app->query($keep_sql);
+is( $app->query(qq{SELECT string_agg(state, ',' ORDER BY payload->>'r') FROM queue.jobs
+	WHERE id IN ($rid{ready}, $rid{sched}, $rid{dead})}),
+	'dead,ready,scheduled', 'restart: a dead, a ready and a scheduled job');
+is($app->query($running_sql), 'running|1|', 'restart: the running job');
+
+sub restart_checks
+{
+	my ($how, $attempt) = @_;
+	$mon = QueueTestSession->new($node, 'postgres', 'monitor');
+	$app = QueueTestSession->new($node, 'app', 'app_monitor');
+	ok(defined poll_for($mon, $launcher_sql, '1', 10), "$how: the launcher runs again");
+	ok(defined poll_for($mon, workers_sql('app'), '1', 10), "$how: the worker of app runs again");
+	is($app->query($keep_sql), $keep, "$how: ready, scheduled and dead jobs unchanged");
+	my $took = poll_for($app, $running_sql, "ready|$attempt|consumer disconnected", 10);
+	ok(defined $took, "$how: the job whose session is gone is ready again (consumer disconnected)");
+	note sprintf('%s: running job returned %.3f s after the monitor connected', $how, $took // -1);
+	is($app->query(q{SELECT count(*) FROM queue.jobs WHERE queue IN ('rr', 'rs', 'rd')}),
+		'4', "$how: no job lost");
+	ok(defined poll_for($mon, q{SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'queue worker' AND datname IN ('postgres', 'noext')}, '0', 10),
+		"$how: no worker stays in databases without the extension");
+	return;
+}
+
+$mon->close;
+$app->close;
+listener_stop($listen);
+$terminated_pids{ $rclaimer->{pid} } = 1;
+$node->restart;
+$rclaimer->close;
+restart_checks('fast restart', 1);
+
+# claim it again from a session that is alive during the crash
+$rclaimer = QueueTestSession->new($node, 'app', 'restart_claimer2');
+is($rclaimer->query(q{SELECT id FROM queue.claim('rs', 1)}),
+	$rid{running}, 'immediate stop: the job is claimable and claimed again');
+$terminated_pids{ $rclaimer->{pid} } = 1;
+$mon->close;
+$app->close;
+$node->stop('immediate');
+$rclaimer->close;
+$node->start;
+restart_checks('crash recovery', 2);
+
+# ------------------------------------------------ 7. DROP EXTENSION, DATABASE
+
+$node->safe_psql('postgres', 'CREATE DATABASE dropext');
+$node->safe_psql('postgres', 'CREATE DATABASE dropdb');
+$node->safe_psql('dropext', q{CREATE EXTENSION queue; SELECT queue.create('x');
+	SELECT queue.enqueue('x', '{}')});
+$node->safe_psql('dropdb', q{CREATE EXTENSION queue; SELECT queue.create('y');
+	SELECT queue.enqueue('y', '{}', run_at => now() + interval '1 hour')});
+ok(defined poll_for($mon, workers_sql('dropext'), '1', 5), 'dropext has a worker');
+ok(defined poll_for($mon, workers_sql('dropdb'), '1', 5), 'dropdb has a worker');
+
+# a template with the extension: the copy has the extension, so it must be
+# served too (CREATE DATABASE must also not be blocked by the worker)
+$t0 = time;
+my ($ret, $out, $err) = $node->psql('postgres', 'CREATE DATABASE fromtpl TEMPLATE dropdb');
+is($ret, 0, 'CREATE DATABASE ... TEMPLATE a served database succeeds') or diag($err);
+ok(time - $t0 < 5, 'and promptly');
+ok(defined poll_for($mon, workers_sql('fromtpl'), '1', 3),
+	'a database created from a template with the extension is served by a worker');
+
+$t0 = time;
+($ret, $out, $err) = $node->psql('dropext', 'DROP EXTENSION queue CASCADE');
+my $drop_time = time - $t0;
+is($ret, 0, 'DROP EXTENSION queue CASCADE succeeds') or diag($err);
+ok($drop_time < 5, 'DROP EXTENSION completes promptly');
+note sprintf('DROP EXTENSION took %.3f s', $drop_time);
+$took = poll_for($mon, workers_sql('dropext'), '0', 10);
+ok(defined $took && $took < 3, 'the worker of dropext exits within 3 s');
+note sprintf('worker left %.3f s after DROP EXTENSION', $took // -1);
+
+$t0 = time;
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE dropdb');
+my $dropdb_time = time - $t0;
+is($ret, 0, 'DROP DATABASE of a served database succeeds') or diag($err);
+ok($dropdb_time < 5, 'DROP DATABASE completes promptly');
+note sprintf('DROP DATABASE took %.3f s', $dropdb_time);
+
+$node->safe_psql('dropext', q{CREATE EXTENSION queue});
+$took = poll_for($mon, workers_sql('dropext'), '1', 10);
+ok(defined $took && $took < 3, 'after CREATE EXTENSION again the worker comes back');
+note sprintf('worker back %.3f s after CREATE EXTENSION', $took // -1);
+$node->safe_psql('dropext', q{SELECT queue.create('x2');
+	SELECT queue.enqueue('x2', '{}', run_at => clock_timestamp() + interval '300 ms')});
+my $dmon = QueueTestSession->new($node, 'dropext', 'dropext_mon');
+ok(defined poll_for($dmon, q{SELECT state FROM queue._job}, 'ready', 3),
+	'and it promotes scheduled jobs there');
+$dmon->close;
+
+# ---------------------------------------------------------------- 8. SIGHUP
+
+my $wpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'app'});
+my $lpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'});
+$mon->query(q{ALTER SYSTEM SET queue.worker_naptime = '200ms'});
+$mon->query(q{SELECT pg_reload_conf()});
+is($node->safe_psql('app', 'SHOW queue.worker_naptime'), '200ms',
+	'SIGHUP: a new session sees queue.worker_naptime = 200ms');
+sleep 1.2;    # the worker's current sleep used the old naptime
+# with a 200 ms naptime, a lease of 100 ms is returned within ~300 ms
+$app->query(q{SELECT queue.create('nap', max_attempts => 3)});
+my $nap_id = $app->query(q{SELECT queue.enqueue('nap', '{}')});
+my $napper = QueueTestSession->new($node, 'app', 'napper');
+$napper->query(q{SELECT id FROM queue.claim('nap', lease => '100 ms')});
+$took = poll_for($app, qq{SELECT state FROM queue.jobs WHERE id = $nap_id}, 'ready', 5);
+ok(defined $took && $took < 0.7, 'SIGHUP: the worker uses the new naptime');
+note sprintf('with naptime 200ms a 100 ms lease came back after %.3f s', $took // -1);
+$napper->close;
+is($mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'app'}),
+	$wpid, 'SIGHUP: the worker keeps running (same pid)');
+is($mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'}),
+	$lpid, 'SIGHUP: the launcher keeps running (same pid)');
+$mon->query(q{ALTER SYSTEM RESET queue.worker_naptime});
+$mon->query(q{SELECT pg_reload_conf()});
+
+# ------------------------------------------ 8b. worker and launcher terminated
+
+# Background workers we terminate: their exit may be logged.
+my %terminated_bgw_pids;
+
+# An administrator may terminate the worker (as a DROP DATABASE script
+# would) or the launcher: both must come back, and the launcher's
+# bookkeeping must stay right (one worker per database, stoppable).
+$wpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'app'});
+$terminated_bgw_pids{$wpid} = 1;
+$mon->query("SELECT pg_terminate_backend($wpid)");
+$took = poll_for($mon, qq{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'queue worker' AND datname = 'app' AND pid <> $wpid}, '1', 10);
+ok(defined $took && $took < 2, 'a terminated worker is replaced within 2 s');
+note sprintf('worker replaced %.3f s after pg_terminate_backend', $took // -1);
+$wpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'app'});
+
+# Cancelling the launcher (as a "cancel every query" script would) does
+# nothing: it runs no query.  Terminating it makes it exit cleanly; the
+# database workers start a new one (see worker.c).  The new launcher must
+# not start a second worker for databases that have one: both would serve
+# the database, and the one it does not know of would block DROP DATABASE.
+my %cancelled_launchers;
+$lpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'});
+$mon->query("SELECT pg_cancel_backend($lpid)");
+sleep 0.5;
+is($mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'}),
+	$lpid, 'a cancelled launcher keeps running (same pid)');
+$terminated_bgw_pids{$lpid} = 1;
+$mon->query("SELECT pg_terminate_backend($lpid)");
+$took = poll_for($mon, qq{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'queue launcher' AND pid <> $lpid}, '1', 5);
+ok(defined $took && $took < 3, 'a terminated launcher is running again within 3 s');
+my %seen_pids;
+my $t_end = time + 1.5;
+while (time < $t_end)
+{
+	$seen_pids{$_} = 1 for split /\n/, $mon->query(q{SELECT pid FROM pg_stat_activity
+		WHERE backend_type = 'queue worker' AND datname = 'app'});
+	sleep 0.02;
+}
+is(join(',', sort keys %seen_pids), $wpid,
+	'after the launcher was replaced, app is still served by its one worker');
+is($mon->query(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker'
+	GROUP BY datname ORDER BY count(*) DESC LIMIT 1}),
+	'1', 'no database has two workers');
+ok(defined poll_for($mon, 'SELECT (' . workers_sql('dropext') . ') > 0', 't', 3), 'dropext is served');
+$t0 = time;
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE dropext');
+$dropdb_time = time - $t0;
+is($ret, 0, 'after the launcher was replaced, DROP DATABASE of a served database succeeds')
+  or diag($err);
+ok($dropdb_time < 5, 'and promptly');
+
+# Terminating the launcher: it must come back too.
+$lpid = $mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'});
+$terminated_bgw_pids{$lpid} = 1;
+$mon->query("SELECT pg_terminate_backend($lpid)");
+$took = poll_for($mon, qq{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'queue launcher' AND pid <> $lpid}, '1', 5);
+ok(defined $took && $took < 3, 'a terminated launcher is restarted within 3 s');
+$node->safe_psql('postgres', 'CREATE DATABASE late');
+$node->safe_psql('late', 'CREATE EXTENSION queue');
+$took = poll_for($mon, workers_sql('late'), '1', 3);
+ok(defined $took && $took < 2,
+	'after the launcher was terminated, a new CREATE EXTENSION still gets a worker');
+
+$mon->close;
+$app->close;
+
+# ---------------------------------------------------------------- 9. no preload
+
+my $plain = PostgreSQL::Test::Cluster->new('nopreload');
+$plain->init;
+$plain->append_conf('postgresql.conf', q{log_line_prefix = '%m [%p] [%b] %q%a '});
+$plain->start;
+
+($ret, $out, $err) = $plain->psql('postgres', 'CREATE EXTENSION queue');
+is($ret, 0, 'no preload: CREATE EXTENSION succeeds');
+# (a NOTICE raised inside an extension script is hidden by CREATE EXTENSION,
+# which runs it with client_min_messages at least WARNING: INFO or WARNING
+# are what reach the user)
+like($err, qr/(?:NOTICE|INFO|WARNING):.*background worker is not running/,
+	'no preload: a NOTICE says the background worker is not running');
+like($err, qr/queue\.tick\(\)/, 'no preload: and that queue.tick() must be called');
+is( $plain->safe_psql(
+		'postgres', q{SELECT queue.create('p');
+	SELECT queue.enqueue('p', '{"p": 1}') > 0;
+	SELECT payload FROM queue.claim('p');
+	SELECT queue.complete(id) FROM queue.archive UNION ALL SELECT queue.complete(id) FROM queue.jobs WHERE queue = 'p'}),
+	qq{\nt\n{"p": 1}\nt},
+	'no preload: enqueue, claim and complete work');
+$t0 = time;
+($ret, $out, $err) = $plain->psql('postgres', q{SELECT * FROM queue.claim('p', wait => '1 s')});
+isnt($ret, 0, 'no preload: claim(wait =>) fails');
+like($err, qr/ERROR:.*claim with wait needs queue in shared_preload_libraries/,
+	'no preload: with a clear error');
+ok(time - $t0 < 1, 'no preload: at once, not after waiting');
+is($plain->safe_psql('postgres', q{SELECT count(*) FROM queue.claim('p', wait => '0 s')}),
+	'0', 'no preload: claim with a zero wait is a plain claim');
+$plain->stop;
+
+# ---------------------------------------------------------------- 10. logs
+
+$node->stop;
+
+sub check_log
+{
+	my ($n) = @_;
+	my $log = slurp_file($n->logfile);
+	my $name = $n->name;
+	my @worker_errors = grep {
+		my ($pid) = /\[(\d+)\] \[queue (?:worker|launcher)\].*\b(?:ERROR|FATAL|PANIC):/;
+		defined $pid
+		  && !($cancelled_launchers{$pid}
+			&& /\[queue launcher\] ERROR:  canceling statement due to user request$/)
+	} split /\n/, $log;
+	is(join("\n", @worker_errors), '', "$name: no ERROR or FATAL from a queue worker or launcher");
+	my @worker_warnings = grep { /\[queue (?:worker|launcher)\].*\bWARNING:/ } split /\n/, $log;
+	is(join("\n", @worker_warnings), '', "$name: no WARNING from a queue worker or launcher");
+	my @exits = grep {
+		my ($pid, $how) =
+		  /background worker "queue [a-z]+" \(PID (\d+)\) (exited with exit code [1-9]\d*|was terminated by signal \d+)/;
+		defined $pid
+		  && !($terminated_bgw_pids{$pid} && $how eq 'exited with exit code 1');
+	} split /\n/, $log;
+	is(join("\n", @exits), '', "$name: no queue worker or launcher exited abnormally");
+	my @panic = grep { /PANIC|TRAP:|was terminated by signal/ } split /\n/, $log;
+	is(join("\n", @panic), '', "$name: no PANIC, TRAP or crash");
+	my @fatal = grep {
+		my ($pid) = /\[(\d+)\] \[client backend\] .*FATAL:  terminating connection due to administrator command$/;
+		/\bFATAL:/ && !(defined $pid && $terminated_pids{$pid})
+	} split /\n/, $log;
+	is(join("\n", @fatal), '', "$name: no FATAL but those of the sessions we terminated");
+	return;
+}
+check_log($node);
+check_log($plain);
+
+done_testing();
