@@ -190,3 +190,32 @@ SELECT queue.enqueue('enq_tx', '{"n": "E"}') > 0 AS enqueued;
 SELECT queue.enqueue('enq_tx', '[1, 2]');
 COMMIT;
 SELECT count(*) AS ready FROM queue.jobs WHERE queue = 'enq_tx' AND state = 'ready';
+
+-- Enqueue inserts without the executor (src/insert.c).  An index a user
+-- adds to a queue table gets its entries, and a table with a trigger is
+-- left to the executor, so the trigger fires.
+SELECT queue.create('enq_direct');
+SELECT queue.enqueue('enq_direct', '{"companyId": 1}') IS NOT NULL AS first;
+CREATE INDEX enq_direct_company ON queue.q_enq_direct ((payload->>'companyId'));
+SELECT queue.enqueue('enq_direct', '{"companyId": 2}') IS NOT NULL AS after_index;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
+SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
+RESET enable_seqscan;
+CREATE TABLE enq_seen (payload jsonb);
+CREATE FUNCTION enq_seen_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.enq_seen VALUES (NEW.payload);  -- search_path is pinned
+    RETURN NEW;
+END $$;
+CREATE TRIGGER enq_seen AFTER INSERT ON queue.q_enq_direct
+    FOR EACH ROW EXECUTE FUNCTION enq_seen_trigger();
+SELECT queue.enqueue('enq_direct', '{"companyId": 3}') IS NOT NULL AS with_trigger;
+SELECT payload FROM enq_seen;
+DROP TRIGGER enq_seen ON queue.q_enq_direct;
+SELECT queue.enqueue('enq_direct', '{"companyId": 4}') IS NOT NULL AS trigger_dropped;
+SELECT count(*) AS seen FROM enq_seen;
+SELECT payload->>'companyId' AS company, state FROM queue.jobs WHERE queue = 'enq_direct' ORDER BY id;
+SELECT queue.drop('enq_direct');
+DROP TABLE enq_seen;
+DROP FUNCTION enq_seen_trigger();

@@ -150,7 +150,8 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	if (dedup_key == NULL)
 	{
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0) != SPI_OK_INSERT)
+		if (!QueueInsertJob(q, id, seq, run_at, QueueStateFromName(state), priority, group_key, payload) &&
+			SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not insert job into queue \"%s\"", q->name);
 	}
 	else

@@ -85,6 +85,7 @@ queue_cache_reset(void)
 			for (int i = 0; i < NUM_QUEUE_PLANS; i++)
 				if (q->plans[i] != NULL)
 					dead_plans = lappend(dead_plans, q->plans[i]);
+			QueueInsertForget(q->insert);
 		}
 		MemoryContextSwitchTo(old);
 		hash_destroy(queue_by_qno);

@@ -50,6 +50,7 @@ _PG_init(void)
 	QueueCacheInit();
 	QueueXactInit();
 	QueueHeldInit();
+	QueueInsertInit();
 
 	/* What sizes shared memory can only be set when it is made. */
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)

@@ -11,6 +11,7 @@
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/jsonb.h"
 
 /*
  * A job id is (value drawn from the queue's sequence) * QUEUE_ID_FACTOR +
@@ -62,6 +63,8 @@ typedef enum QueuePlanId
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
+typedef struct QueueInsertState QueueInsertState;
+
 typedef struct QueueInfo
 {
 	int32		qno;			/* hash key */
@@ -76,6 +79,7 @@ typedef struct QueueInfo
 	bool		keep_archive;	/* retention > 0 */
 	bool		paused;
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
+	QueueInsertState *insert;	/* insert.c, made on first use */
 } QueueInfo;
 
 /* What the launcher and a database worker share about one database. */
@@ -110,6 +114,12 @@ extern SPIPlanPtr QueueGetPlan(QueueInfo *q, QueuePlanId which);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern int64 QueueNextSeq(QueueInfo *q);
+
+/* insert.c: one job into a queue's table, without the executor */
+extern void QueueInsertInit(void);
+extern void QueueInsertForget(QueueInsertState *st);
+extern bool QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
+						   int32 priority, text *group_key, Jsonb *payload);
 
 /* groups.c: one job at a time per group_key, and max_running */
 extern bool QueueGroupBusy(QueueInfo *q, text *group_key);
