@@ -217,6 +217,17 @@ cmp_qno(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* By queue, then by id: a queue's jobs are finished in enqueue order. */
+static int
+cmp_qno_id(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+	int			c = cmp_qno(a, b);
+
+	return c != 0 ? c : (x > y) - (x < y);
+}
+
 /*
  * queue.complete(ids bigint[]): completes those of the ids that are
  * running and returns how many; the others are left as they are.
@@ -246,7 +257,7 @@ queue_complete_many(PG_FUNCTION_ARGS)
 					 errhint("Remove the nulls from the array.")));
 
 	/* One statement per queue the ids belong to. */
-	qsort(ids, n, sizeof(Datum), cmp_qno);
+	qsort(ids, n, sizeof(Datum), cmp_qno_id);
 	QueueSpiBegin();
 	for (int start = 0; start < n;)
 	{

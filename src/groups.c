@@ -14,9 +14,13 @@
  * does not depend on how many groups there are.
  *
  * Deciding whether a new job is the head, and which job is next, must not
- * race: both happen under a lock on (queue, group) taken until the end of
- * the transaction.  It is an advisory-style lock with a field of its own,
- * so it never collides with users' advisory locks.
+ * race: both happen under a lock taken until the end of the transaction.
+ * It is an advisory-style lock with a field of its own, so it never
+ * collides with users' advisory locks, on one of GROUP_LOCK_BUCKETS
+ * buckets per queue that the group hashes to: a transaction enqueueing
+ * into a million groups holds at most that many locks (one per group
+ * would exhaust the lock table), and unrelated groups sharing a bucket
+ * wait for each other only as long as one transaction.
  *
  * max_running: each running job of such a queue holds one row of the
  * queue's slot table (queue.s_<name>).  A claim must first lock free slots
@@ -40,14 +44,21 @@
 #include "queue.h"
 
 #define GROUP_LOCKTAG_FIELD4	7	/* users' advisory locks use 1 and 2 */
+#define GROUP_LOCK_BUCKETS		128
+
+static uint32
+group_bucket(text *key)
+{
+	return hash_bytes((const unsigned char *) VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)) %
+		GROUP_LOCK_BUCKETS;
+}
 
 static void
 lock_group(int32 qno, text *key)
 {
 	LOCKTAG		tag;
-	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) qno, h, GROUP_LOCKTAG_FIELD4);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) qno, group_bucket(key), GROUP_LOCKTAG_FIELD4);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
@@ -93,35 +104,46 @@ QueueGroupBusy(QueueInfo *q, text *group_key)
 	return SPI_processed > 0;
 }
 
+/* Lock order: by bucket, then by key (which also groups duplicates). */
 static int
 cmp_text_datum(const void *a, const void *b)
 {
 	text	   *x = DatumGetTextPP(*(const Datum *) a);
 	text	   *y = DatumGetTextPP(*(const Datum *) b);
+	uint32		bx = group_bucket(x);
+	uint32		by = group_bucket(y);
 	int			lx = VARSIZE_ANY_EXHDR(x);
 	int			ly = VARSIZE_ANY_EXHDR(y);
-	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
+	int			c;
 
+	if (bx != by)
+		return bx < by ? -1 : 1;
+	c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
 	return c != 0 ? c : (lx > ly) - (lx < ly);
 }
 
 /*
  * The heads of these groups finished: make each group's next job its head.
- * Groups are locked in sorted order so that two transactions finishing
+ * Buckets are locked in sorted order so that two transactions finishing
  * jobs of the same groups cannot deadlock.
  */
 void
 QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 {
-	qsort(group_keys, n, sizeof(Datum), cmp_text_datum);
+	Datum	   *sorted = palloc(sizeof(Datum) * n);
+
+	/* lock in a fixed order, then advance in the caller's (job) order */
+	memcpy(sorted, group_keys, sizeof(Datum) * n);
+	qsort(sorted, n, sizeof(Datum), cmp_text_datum);
+	for (int i = 0; i < n; i++)
+		lock_group(q->qno, DatumGetTextPP(sorted[i]));
+	pfree(sorted);
+
 	for (int i = 0; i < n; i++)
 	{
 		Datum		args[2];
 		bool		isnull;
 
-		if (i > 0 && cmp_text_datum(&group_keys[i - 1], &group_keys[i]) == 0)
-			continue;
-		lock_group(q->qno, DatumGetTextPP(group_keys[i]));
 		if (QueueHeldInGroup(q->qno, DatumGetTextPP(group_keys[i])))
 			continue;			/* its head is ours, held until commit */
 		args[0] = group_keys[i];

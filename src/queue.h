@@ -87,6 +87,7 @@ typedef struct QueueDbSlot
 {
 	Oid			dboid;			/* InvalidOid: free slot */
 	bool		registered;		/* the extension may be installed there */
+	uint32		reg_gen;		/* bumped by each registration */
 	pid_t		pid;			/* its worker, or 0 */
 	struct Latch *latch;		/* its worker's latch, or NULL */
 	bool		notify_pending; /* some queue has listeners to wake */

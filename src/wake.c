@@ -51,6 +51,9 @@ typedef struct QueueWakeShared
 
 static QueueWakeShared *wake = NULL;
 
+/* In a database worker: the registrations its database had when it came. */
+static uint32 attached_reg_gen = 0;
+
 Size
 QueueWakeShmemSize(void)
 {
@@ -117,6 +120,7 @@ QueueRegisterDatabase(Oid dboid)
 	if (slot != NULL)
 	{
 		slot->registered = true;
+		slot->reg_gen++;
 		slot->next_start = 0;
 	}
 	latch = wake->launcher_latch;
@@ -343,6 +347,7 @@ QueueDbWorkerAttach(Oid dboid, Latch *latch)
 		slot->latch = latch;
 		slot->pid = MyProcPid;
 		slot->orphan_check = true;	/* claimers may have died while nobody served */
+		attached_reg_gen = slot->reg_gen;
 		ok = true;
 	}
 	SpinLockRelease(&wake->mutex);
@@ -362,7 +367,13 @@ QueueDbWorkerDetach(Oid dboid, bool unregister)
 	{
 		slot->latch = NULL;
 		slot->pid = 0;
-		if (unregister)
+
+		/*
+		 * Leave the database unserved only if nobody installed the
+		 * extension since we looked (CREATE EXTENSION right after CREATE
+		 * DATABASE registers it again while we are leaving).
+		 */
+		if (unregister && slot->reg_gen == attached_reg_gen)
 			slot->dboid = InvalidOid;
 	}
 	latch = wake->launcher_latch;

@@ -176,6 +176,7 @@ queue_launcher_main(Datum arg)
 {
 	List	   *started = NIL;
 	QueueDbSlot *slots = palloc(sizeof(QueueDbSlot) * queue_max_databases);
+	TimestampTz last_no_slot_log = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -256,7 +257,15 @@ queue_launcher_main(Datum arg)
 			h = start_db_worker(slot->dboid);
 			if (h == NULL)
 			{
-				/* No free worker slot now (max_worker_processes). */
+				/* No free worker slot now: say so, once a minute at most. */
+				if (now_ts - last_no_slot_log >= 60 * USECS_PER_SEC)
+				{
+					ereport(LOG,
+							(errmsg("queue launcher could not start a worker for database %u: no free background worker slot",
+									slot->dboid),
+							 errhint("Each database using queue needs one; raise max_worker_processes.")));
+					last_no_slot_log = now_ts;
+				}
 				retry_soon = true;
 				continue;
 			}
