@@ -712,7 +712,7 @@ def run_scheduled(cfg, res, system):
 # ---------------------------------------------------------------- orphans
 def run_orphans(cfg, res, system, n=1000, lease=10):
     variant = "%d claimed jobs, consumer killed, lease %d s" % (n, lease)
-    cap = cfg.orphan_cap if system != "graphile" else min(cfg.orphan_cap, 10.0)
+    cap = {"graphile": min(cfg.orphan_cap, 10.0), "pgboss": cfg.orphan_cap * 1.25}.get(system, cfg.orphan_cap)
     reaper_stop = threading.Event()
     extra_procs = []
     note = ""
@@ -946,15 +946,19 @@ def run_groups(cfg, res, groups, seconds, rates, rep):
     variant = "ungrouped" if groups is None else "%d group_key%s" % (groups, "" if groups == 1 else "s")
     p = make_payload()
     key = ("groups", groups)
-    est = rates.get(key, 30000)
-    n = int(est * seconds * 1.5) + 2000
+    est = rates.get(key, 50000)
+    n = int(est * seconds * 2.5) + 2000
     if groups is not None and groups > n:
         n = groups
     queue_recreate("bg")
     if groups is None:
         sql("SELECT count(*) FROM queue.enqueue_batch('bg', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % n, (p,))
     else:
-        sql("SELECT count(queue.enqueue('bg', %%s::jsonb, group_key => 'g' || (i %%%% %d))) FROM generate_series(1, %d) i" % (groups, n), (p,))
+        # producers enqueue in transactions of 1,000 jobs (each distinct
+        # group_key in a transaction takes a lock until its end)
+        for lo in range(0, n, 1000):
+            sql("SELECT count(queue.enqueue('bg', %%s::jsonb, group_key => 'g' || (i %%%% %d))) "
+                "FROM generate_series(%d, %d) i" % (groups, lo + 1, min(n, lo + 1000)), (p,))
     sql("VACUUM ANALYZE queue.q_bg")
     checkpoint()
     before = sql("SELECT count(*) FROM queue.q_bg", fetch="val")

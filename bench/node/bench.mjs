@@ -355,10 +355,15 @@ async function waitFor(cond, deadline) {
 // Prints "holding" once the jobs are held, then waits to be killed.
 cmds.hold = async () => {
   const { system, n = 1000, lease = 10 } = args;
+  if (system === 'pgboss') {
+    // the queue's expiry applies to jobs sent after it is set
+    const boss0 = await bossStart();
+    await bossEnsureQueue(boss0, { expireInSeconds: lease });
+    await boss0.stop({ graceful: false, close: true });
+  }
   await topUp(system, n, 100);
   if (system === 'pgboss') {
     const boss = await bossStart();
-    await bossEnsureQueue(boss, { expireInSeconds: lease });
     let got = 0;
     while (got < n) got += (await boss.fetch(QNAME, { batchSize: Math.min(100, n - got) })).length;
     console.log(JSON.stringify({ holding: got }));
