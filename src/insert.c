@@ -134,8 +134,11 @@ build_state(QueueInsertState *st, Relation rel)
 	{
 		st->attnums[c] = attnameAttNum(rel, insert_col_names[c], false);
 		if (st->attnums[c] == InvalidAttrNumber)
-			elog(ERROR, "column %s of queue table %s is missing", insert_col_names[c],
-				 RelationGetRelationName(rel));
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of queue table \"%s\" is missing", insert_col_names[c],
+							RelationGetRelationName(rel)),
+					 errhint("The queue's table was changed by hand; drop and re-create the queue.")));
 	}
 	enumtype = TupleDescAttr(desc, st->attnums[IC_STATE] - 1)->atttypid;
 	for (int i = 0; i < QS_NSTATES; i++)

@@ -295,7 +295,10 @@ QueueNextSeq(QueueInfo *q)
 		snprintf(seqname, sizeof(seqname), "q_%s$seq", q->name);
 		q->seqid = get_relname_relid(seqname, get_namespace_oid("queue", false));
 		if (!OidIsValid(q->seqid))
-			elog(ERROR, "sequence queue.%s is missing", seqname);
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("sequence queue.\"%s\" of queue \"%s\" is missing", seqname, q->name),
+					 errhint("The queue's objects were changed by hand; drop and re-create the queue.")));
 	}
 	return nextval_internal(q->seqid, true);
 }
