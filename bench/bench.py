@@ -76,7 +76,7 @@ class Cfg:
             # the 4-client configurations run `reps` times, the others once
             self.main_clients = 4
             self.side_reps = int(env("BENCH_SIDE_REPS", 1))
-            self.drain_s = float(env("DRAIN_SECONDS", 6))
+            self.drain_s = float(env("DRAIN_SECONDS", 5))
             self.clients = [1, 4, 16]
             self.drain_clients = [1, 4, 16]
             self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased")]

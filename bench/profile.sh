@@ -24,12 +24,14 @@ WANT_PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 DIR=${BENCH_DIR:-/tmp/queue_profile}
 PORT=${BENCH_PORT:-54421}
 CASES=${CASES:-enqueue drain1 leased1 group1 explain}
+HQ=${HQ:-pq0}     # horizon case: pq (archive) or pq0 (no archive)
+HOLD=${HOLD:-xid} # horizon case: xid (idle in transaction) or rr (REPEATABLE READ)
 source "$ROOT/test/lib.sh"
 PGBIN=$WANT_PGBIN
 trap 'queue_cluster_stop "$DIR"' EXIT
 queue_cluster_start "$DIR" "$PORT" "fsync = on" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"checkpoint_timeout = 30min" "shared_preload_libraries = 'queue,pg_stat_statements'" \
-	"pg_stat_statements.track = all" "track_io_timing = on"
+	"pg_stat_statements.track = all" "pg_stat_statements.track_planning = on" "track_io_timing = on"
 export PGDATABASE=postgres
 P='{"user_id": 12345, "email": "someone@example.com", "template": "welcome", "locale": "en-GB", "n": 1}'
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
@@ -72,9 +74,9 @@ run() { # run NAME SCRIPT
 	echo '```'
 	echo "$script"
 	echo '```'
-	echo "| calls | mean ms | total ms | rows | shared hit | dirtied | statement |"
-	echo "|---:|---:|---:|---:|---:|---:|---|"
-	q -F ' | ' -c "SELECT calls, round(mean_exec_time::numeric, 4), round(total_exec_time::numeric), rows,
+	echo "| calls | plans | plan ms (total) | mean exec ms | total exec ms | rows | shared hit | dirtied | statement |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	q -F ' | ' -c "SELECT calls, plans, round(total_plan_time::numeric), round(mean_exec_time::numeric, 4), round(total_exec_time::numeric), rows,
 	                      shared_blks_hit, shared_blks_dirtied, left(regexp_replace(query, '\s+', ' ', 'g'), 150)
 	               FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
 	               ORDER BY total_exec_time DESC LIMIT 8" | sed 's/^/| /; s/$/ |/'
@@ -82,8 +84,8 @@ run() { # run NAME SCRIPT
 		echo
 		echo "hottest functions (perf, all CPUs, self time):"
 		echo '```'
-		perf report -i "$TMP/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
-			grep -E '^ +[0-9.]+%' | head -15
+		perf report -i "$TMP/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null >"$TMP/perf.txt" || true
+		grep -E '^ +[0-9.]+%' "$TMP/perf.txt" | grep -v '\[k\]' | head -20 || true
 		echo '```'
 		rm -f "$TMP/perf.data"
 	fi
@@ -127,6 +129,34 @@ SELECT queue.complete(:ids::bigint[]);
 COMMIT;"
 		echo "group index after the run:"
 		q -c "SELECT relname, pg_size_pretty(pg_relation_size(oid)) FROM pg_class WHERE relname LIKE 'q_pg1%' ORDER BY 1"
+		;;
+	horizon)
+		# claim cost per call before and while an idle transaction with an xid
+		# holds the horizon: producer and consumers at 800 jobs/s each
+		q -c "SELECT count(*) FROM queue.enqueue_batch('pq0', (SELECT array_agg('$P'::jsonb) FROM generate_series(1, 20000)))" \
+		  -c "VACUUM ANALYZE queue.q_pq0" -c CHECKPOINT >/dev/null
+		echo "SELECT queue.enqueue('$HQ', :p::jsonb);" >"$TMP/prod.sql"
+		printf 'BEGIN;\nSELECT coalesce(max(id), 0) AS id FROM queue.claim(%s, 1) \\gset\nSELECT queue.complete(:id::bigint);\nCOMMIT;\n' "'$HQ'" >"$TMP/cons.sql"
+		"$PGBIN/pgbench" -n -M prepared -c 2 -j 2 -R 800 -T 100 -D "p=$P" -f "$TMP/prod.sql" >/dev/null 2>&1 &
+		local_p=$!
+		"$PGBIN/pgbench" -n -M prepared -c 2 -j 2 -R 800 -T 100 -f "$TMP/cons.sql" >"$TMP/cons.out" 2>&1 &
+		local_c=$!
+		snap() { q -F ' | ' -c "SELECT '$1', calls, round(mean_exec_time::numeric, 3), round(shared_blks_hit::numeric / greatest(calls, 1), 1),
+		                                left(regexp_replace(query, '\s+', ' ', 'g'), 60)
+		                         FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 4"; }
+		echo "### $HQ, holder $HOLD: phase | calls | mean ms | shared buffers hit per call | statement"
+		sleep 10; q -c "SELECT pg_stat_statements_reset()" >/dev/null; sleep 15; snap "clean (15 s)"
+		if [ "$HOLD" = rr ]; then
+			( q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM pg_class" -c "SELECT pg_sleep(60)" -c "COMMIT" >/dev/null ) &
+		else
+			( q -c "BEGIN" -c "SELECT txid_current()" -c "SELECT pg_sleep(60)" -c "COMMIT" >/dev/null ) &
+		fi
+		hold=$!
+		for i in 1 2 3 4; do q -c "SELECT pg_stat_statements_reset()" >/dev/null; sleep 15; snap "held, $((i * 15)) s"; done
+		wait $hold
+		q -c "SELECT pg_stat_statements_reset()" >/dev/null; sleep 10; snap "after (10 s)"
+		wait $local_p $local_c || true
+		grep -E "^tps|latency average|error|abort" "$TMP/cons.out" | head -5 || true
 		;;
 	explain)
 		fill 100000

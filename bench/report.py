@@ -213,13 +213,15 @@ def gnuplot(script, name):
 
 
 def chart():
+    if not any(k[0] in ("enqueue", "drain") for k in agg):
+        return
     items = [
-        ("enqueue 1/txn", ("enqueue", "1 job/txn", 4, "throughput")),
-        ("enqueue 100/txn", ("enqueue", "100 jobs/txn", 4, "throughput")),
-        ("drain 1, one txn", ("drain", "claim 1 + complete, one txn", 4, "throughput")),
-        ("drain 1, leased", ("drain", "claim 1 + complete, leased (two txns)", 4, "throughput")),
-        ("drain 100, one txn", ("drain", "claim 100 + complete, one txn", 4, "throughput")),
-        ("drain 100, leased", ("drain", "claim 100 + complete, leased (two txns)", 4, "throughput")),
+        ("enqueue 1", ("enqueue", "1 job/txn", 4, "throughput")),
+        ("enqueue 100", ("enqueue", "100 jobs/txn", 4, "throughput")),
+        ("drain 1 txn", ("drain", "claim 1 + complete, one txn", 4, "throughput")),
+        ("drain 1 leased", ("drain", "claim 1 + complete, leased (two txns)", 4, "throughput")),
+        ("drain 100 txn", ("drain", "claim 100 + complete, one txn", 4, "throughput")),
+        ("drain 100 leased", ("drain", "claim 100 + complete, leased (two txns)", 4, "throughput")),
     ]
     syss = [s for s in SYSTEMS if s != "baseline" and any(k[2] == s for k in agg)]
     data = os.path.join(OUT, "chart.dat")
@@ -245,15 +247,14 @@ set yrange [0.0625:8]
 set ytics ("1/16" 0.0625, "1/8" 0.125, "1/4" 0.25, "1/2" 0.5, "1" 1, "2" 2, "4" 4, "8" 8)
 set grid ytics
 set key outside right top
-set xtics rotate by -25 offset -1,-0.3 nomirror
-set bmargin 7
+set xtics nomirror
 set ylabel "× baseline (log scale)"
 plot for [i=2:%d] '%s' using i:xtic(1) title columnhead(i), 1 with lines lc rgb 'black' lw 2 notitle
 """ % (os.path.join(OUT, "chart.svg"), len(syss) + 1, data)
     gnuplot(script, "chart.svg")
 
 
-def horizon_chart():
+def horizon_chart():  # noqa: C901
     series = defaultdict(list)
     for r in rows:
         if r["workload"] != "horizon_series":
@@ -345,6 +346,10 @@ def main():
     w("# queue benchmark report%s\n" % (" (QUICK SMOKE RUN: tiny durations, 1 run each, numbers are not meaningful)" if quick else ""))
     w("Run %s, command `%s`, took %.0f s.\n" % (meta.get("stamp", "?"), meta.get("command", "bash bench/run.sh"),
                                               timings.get("total", 0)))
+    notes_file = os.path.join(OUT, "notes.md")
+    if os.path.exists(notes_file):
+        w("## Notes on this run\n")
+        w(open(notes_file).read())
     if timings.get("failures"):
         w("**Failures** (the suite broke here; the numbers for these are missing):\n")
         for what, err in timings["failures"]:
@@ -416,7 +421,10 @@ def main():
       "over a standing backlog. Phase 1 clean, phase 2 while another session sits idle in a transaction that took "
       "an xid (`BEGIN; SELECT txid_current();`) or holds a REPEATABLE READ snapshot, phase 3 after it ended. "
       "Throughput = consumed jobs/s averaged over the phase's windows; claim p99 = worst window's p99 of the "
-      "consumer transaction latency; kept = held/clean.\n")
+      "consumer transaction latency as pgbench `-R` logs it, i.e. from the transaction's scheduled start: once "
+      "consumers fall behind the offered rate it includes their growing lag (seconds), which is the point; "
+      "kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive "
+      "(see investigation.md of the committed run for the archive/no-archive difference).\n")
     w(table("horizon"))
     if have_h:
         w("![horizon](horizon.svg)\n")

@@ -1,8 +1,8 @@
 #!/bin/bash
 # bench/run.sh: the benchmark suite of the queue extension.
 #
-#   bash bench/run.sh            full run (about 35-40 minutes on 2 cores)
-#   bash bench/run.sh --quick    smoke run (a minute or two): every workload
+#   bash bench/run.sh            full run (about 40 minutes on 2 cores)
+#   bash bench/run.sh --quick    smoke run (2-3 minutes): every workload
 #                                and every system once, tiny durations
 #
 # On a fresh Debian bookworm machine, as root: installs what it needs from
@@ -56,9 +56,10 @@ say() { echo "== $*" >&2; }
 cleanup() {
 	local rc=$?
 	if [ -n "$PGQD_PID" ]; then kill "$PGQD_PID" 2>/dev/null || true; wait "$PGQD_PID" 2>/dev/null || true; fi
-	queue_cluster_stop "$DIR"
+	[ -n "$STARTED" ] && queue_cluster_stop "$DIR"
 	exit $rc
 }
+STARTED=""
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -100,6 +101,18 @@ fi
 [ -f "$SHARE/extension/queue.control" ] || { echo "the queue extension is not installed in $SHARE" >&2; exit 1; }
 
 # ------------------------------------------------------------ cluster
+# One run per cluster directory: queue_cluster_start wipes DIR, so never
+# start while another run (or anything else) uses it or the port.
+exec 9>"$DIR.lock"
+flock -n 9 || { echo "another bench/run.sh is using $DIR (lock $DIR.lock); set BENCH_DIR and BENCH_PORT" >&2; exit 1; }
+if [ -f "$DIR/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/data/postmaster.pid")" 2>/dev/null; then
+	echo "a PostgreSQL server is running in $DIR; set BENCH_DIR and BENCH_PORT" >&2
+	exit 1
+fi
+if "$PGBIN/pg_isready" -q -h "$DIR" -p "$PORT" 2>/dev/null || ss -lx 2>/dev/null | grep -q "\.s\.PGSQL\.$PORT\b"; then
+	echo "something already listens on port $PORT; set BENCH_PORT" >&2
+	exit 1
+fi
 # The same settings for every system; recorded in the report.
 SETTINGS=(
 	"fsync = on"
@@ -115,6 +128,7 @@ SETTINGS=(
 	"shared_preload_libraries = 'queue'"
 )
 say "cluster in $DIR, port $PORT ($PGBIN)"
+STARTED=1
 queue_cluster_start "$DIR" "$PORT" "${SETTINGS[@]}"
 psql -X -q -d postgres -c "CREATE DATABASE bench" >/dev/null
 export PGDATABASE=bench
@@ -154,6 +168,7 @@ cat >"$OUT/meta.json" <<JSON
   "mode": "${QUICK:-full}",
   "command": "$(echo "${QUEUE_SKIP_BUILD:+QUEUE_SKIP_BUILD=1 }${PGBIN:+PGBIN=$PGBIN }bash bench/run.sh $*" | sed 's/"/\\"/g')",
   "git": "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo '+local changes')",
+  "cluster": "$DIR port $PORT",
   "queue_so_md5": "$(md5sum "$PKGLIB/queue.so" | cut -d' ' -f1)",
   "settings": "$(printf '%s; ' "${SETTINGS[@]}" | sed "s/'//g")"
 }
