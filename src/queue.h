@@ -198,6 +198,12 @@ extern void QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all,
 							  bool *orphans, TimestampTz *wake_at);
 extern void QueueDbWorkerHold(Oid dboid, TimestampTz hold_until);
 
+/* listen.c: which backends LISTEN on queue channels */
+extern Size QueueListenShmemSize(void);
+extern void QueueListenShmemInit(void);
+extern bool QueueAnyListener(Oid dboid);
+extern void QueueListenUtility(Node *parsetree);
+
 /* worker.c */
 extern void QueueWorkerRegister(void);
 extern void QueueLauncherEnsure(void);

@@ -82,6 +82,7 @@ queue_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(hash_estimate_size(queue_max_queues, sizeof(QueueShared)));
 	RequestAddinShmemSpace(QueueWakeShmemSize());
+	RequestAddinShmemSpace(QueueListenShmemSize());
 	RequestNamedLWLockTranche("queue", 1);
 }
 
@@ -101,6 +102,7 @@ queue_shmem_startup(void)
 									  queue_max_queues, queue_max_queues,
 									  &info, HASH_ELEM | HASH_BLOBS);
 	QueueWakeShmemInit();
+	QueueListenShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 

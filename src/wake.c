@@ -6,9 +6,10 @@
  *
  * Producers never send NOTIFY themselves (a NOTIFY takes a database-wide
  * lock at commit that serializes every notifying transaction).  Instead,
- * when a transaction that made jobs ready commits, xact.c marks the queue
- * in shared memory, sets its database worker's latch, and broadcasts the
- * queue's wait slot; the worker sends one NOTIFY per marked queue.
+ * when a transaction that made jobs ready commits, xact.c broadcasts the
+ * queue's wait slot and, if anyone in the database listens (listen.c),
+ * marks the queue in shared memory and sets its database worker's latch;
+ * the worker sends one NOTIFY per marked queue.
  *
  * Locking: one spinlock protects the database slots; it is held only to
  * read or write a few fields, never across a latch set or a wait.  Wait
@@ -187,6 +188,8 @@ QueueSignalReady(int32 qno)
 	w = wait_slot(qno);
 	pg_atomic_fetch_add_u64(&w->gen, 1);
 	ConditionVariableBroadcast(&w->cv);
+	if (!QueueAnyListener(MyDatabaseId))
+		return;
 	switch (QueueMarkNotify(qno))
 	{
 		case 1:

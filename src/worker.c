@@ -34,6 +34,7 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "commands/async.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -59,6 +60,14 @@
 #define ORPHAN_RECHECK_MS		50
 #define RESTART_DELAY_MS		5000
 #define HOLD_MS					10000
+
+/*
+ * At most one NOTIFY pass per this many ms.  A pass after a quiet spell goes
+ * out at once, so consumers of a trickle of jobs are not delayed; under a
+ * stream of commits, one pass covers all of them (each pass costs the
+ * worker a transaction and signals every listener of the database).
+ */
+#define NOTIFY_INTERVAL_MS		2
 
 PGDLLEXPORT void queue_launcher_main(Datum arg);
 PGDLLEXPORT void queue_db_worker_main(Datum arg);
@@ -334,32 +343,101 @@ end_pass(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
-/* NOTIFY the listeners of every queue marked in shared memory. */
+/*
+ * Channel of each queue, by queue number.  A queue keeps its name and number
+ * for life, so entries never go stale; a dropped queue's entry is harmless.
+ */
+typedef struct Channel
+{
+	int32		qno;
+	char		name[NAMEDATALEN];
+} Channel;
+
+static HTAB *channels = NULL;
+
+/* Are the channels of all of qnos known? */
+static bool
+channels_known(List *qnos)
+{
+	ListCell   *lc;
+
+	foreach(lc, qnos)
+		if (hash_search(channels, &lfirst_int(lc), HASH_FIND, NULL) == NULL)
+			return false;
+	return true;
+}
+
+/* Learn the channel of every queue; in a pass. */
+static void
+learn_channels(void)
+{
+	SPI_execute("SELECT qno, 'queue_' || name FROM queue.queue_config", true, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int32		qno = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		Channel    *c = hash_search(channels, &qno, HASH_ENTER, NULL);
+
+		strlcpy(c->name, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2), NAMEDATALEN);
+	}
+}
+
+/*
+ * NOTIFY the listeners of every queue marked in shared memory (or of all
+ * queues).  With the channels known this is a bare transaction that queues
+ * the notifications: no snapshot, no catalog access, no SPI.
+ */
 static bool
 send_notifications(bool all)
 {
 	List	   *qnos = QueueTakeNotifications(MyDatabaseId);
-	Datum		arg;
-	Datum	   *elems;
-	int			n = list_length(qnos);
-	int			i = 0;
 	ListCell   *lc;
-	Oid			argtype = INT4ARRAYOID;
 
-	if (n == 0 && !all)
+	if (qnos == NIL && !all)
 		return true;
-	if (!begin_pass("queue: notify"))
-		return false;
-	elems = palloc(sizeof(Datum) * Max(n, 1));
-	foreach(lc, qnos)
-		elems[i++] = Int32GetDatum(lfirst_int(lc));
-	arg = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	SPI_execute_with_args(all ?
-						  "SELECT pg_catalog.pg_notify('queue_' || name, '') FROM queue.queue_config" :
-						  "SELECT pg_catalog.pg_notify('queue_' || name, '') FROM queue.queue_config"
-						  " WHERE qno = ANY ($1)",
-						  all ? 0 : 1, &argtype, &arg, NULL, false, 0);
-	end_pass();
+	if (channels == NULL)
+	{
+		HASHCTL		info;
+
+		info.keysize = sizeof(int32);
+		info.entrysize = sizeof(Channel);
+		channels = hash_create("queue channels", 64, &info, HASH_ELEM | HASH_BLOBS);
+	}
+	if (all || !channels_known(qnos))
+	{
+		if (!begin_pass("queue: notify"))
+			return false;
+		learn_channels();
+		SPI_finish();
+		PopActiveSnapshot();
+	}
+	else
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+	}
+	if (all)
+	{
+		HASH_SEQ_STATUS status;
+		Channel    *c;
+
+		hash_seq_init(&status, channels);
+		while ((c = hash_seq_search(&status)) != NULL)
+			Async_Notify(c->name, NULL);
+	}
+	else
+	{
+		foreach(lc, qnos)
+		{
+			Channel    *c = hash_search(channels, &lfirst_int(lc), HASH_FIND, NULL);
+
+			/* unknown: a queue created and dropped since it was marked */
+			if (c != NULL)
+				Async_Notify(c->name, NULL);
+		}
+	}
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
 	return true;
 }
 
@@ -490,6 +568,9 @@ queue_db_worker_main(Datum arg)
 	TimestampTz last_cleanup = 0;
 	TimestampTz next_upkeep = 0;
 	TimestampTz orphan_recheck = 0;
+	TimestampTz last_notify = 0;
+	bool		notify_owed = false;
+	bool		notify_all_owed = false;
 	MemoryContext pass_cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -550,14 +631,25 @@ queue_db_worker_main(Datum arg)
 			if (orphan_recheck != 0)
 				next_upkeep = Min(next_upkeep, orphan_recheck);
 		}
-		if ((notify || notify_all) && !send_notifications(notify_all))
-			break;
+		notify_owed |= notify;
+		notify_all_owed |= notify_all;
+		now_ts = GetCurrentTimestamp();
+		if ((notify_owed || notify_all_owed) &&
+			now_ts - last_notify >= NOTIFY_INTERVAL_MS * INT64CONST(1000))
+		{
+			if (!send_notifications(notify_all_owed))
+				break;
+			last_notify = now_ts;
+			notify_owed = notify_all_owed = false;
+		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pass_cxt);
 		QueueLauncherEnsure();
 
 		now_ts = GetCurrentTimestamp();
 		timeout = next_upkeep > now_ts ? (long) ((next_upkeep - now_ts + 999) / 1000) : 0;
+		if (notify_owed || notify_all_owed)
+			timeout = Min(timeout, Max(0, (long) ((last_notify + NOTIFY_INTERVAL_MS * INT64CONST(1000) - now_ts + 999) / 1000)));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -590,6 +682,7 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	const char *dbname = NULL;
 	ListCell   *lc;
 
+	QueueListenUtility(parsetree);
 	if (IsA(parsetree, DropdbStmt))
 		dbname = ((DropdbStmt *) parsetree)->dbname;
 	else if (IsA(parsetree, RenameStmt) &&

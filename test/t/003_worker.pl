@@ -6,7 +6,8 @@
 # lasting elsewhere; orphaned claims (consumer session terminated) and
 # expired leases returned without queue.tick(); scheduled and backed-off
 # jobs promoted on time, also among 100 queues, and announced with one
-# coalesced NOTIFY per committing transaction (none for rolled back work);
+# coalesced NOTIFY per committing transaction (none for rolled back work,
+# none while no session LISTENs on a queue channel);
 # claim(wait =>) woken by a committing producer, with its xmin released
 # while it sleeps, and cancellable; jobs survive a fast restart and crash
 # recovery; DROP EXTENSION, DROP DATABASE and CREATE DATABASE ... TEMPLATE
@@ -479,6 +480,65 @@ $app->query(join("\n", 'BEGIN;',
 push @$seen, listener_collect_until($listen, time + 0.7);
 my $nmany = grep { $_->[0] eq 'queue_many' } @$seen;
 is($nmany, 1, 'a transaction enqueuing 100 jobs sends exactly one notification');
+
+# ------------------------------------------- 4b. NOTIFY only with listeners
+#
+# A NOTIFY transaction takes an xid, so the worker's notifications show in
+# the xids consumed while a session commits N single-job enqueues: exactly
+# N when nobody in the database LISTENs on a queue channel, more when
+# somebody does.  (xids are cluster-wide: the rest of the cluster is idle
+# here, and a stray xid would make "exactly" fail, never pass.)
+$node->safe_psql('postgres', 'CREATE DATABASE quiet');
+$node->safe_psql('quiet', q{CREATE EXTENSION queue; SELECT queue.create('qq')});
+ok(defined poll_for($mon, workers_sql('quiet'), '1', 10), 'quiet: its worker runs');
+my $qp = QueueTestSession->new($node, 'quiet', 'quiet_producer');
+my $ql = QueueTestSession->new($node, 'quiet', 'quiet_listener');
+
+# xids consumed by others while $qp commits 20 enqueues: the fewest of
+# three tries (a stray xid elsewhere in the cluster, say a worker's first
+# pass, must not fail a test of "none")
+sub worker_xids
+{
+	my $fewest;
+	for (1 .. 3)
+	{
+		my $x0 = $qp->query('SELECT txid_current()');
+		$qp->query(q{SELECT queue.enqueue('qq', '{}')}) for 1 .. 20;
+		sleep 0.3;
+		my $x1 = $qp->query('SELECT txid_current()');
+		$fewest = $x1 - $x0 - 21 if !defined $fewest || $x1 - $x0 - 21 < $fewest;
+		last if $fewest == 0;
+	}
+	return $fewest;
+}
+is(worker_xids(), 0, 'no listener: the worker sends no NOTIFY');
+$ql->query('LISTEN other_channel');
+is(worker_xids(), 0, 'a listener on a channel that is not a queue\'s: no NOTIFY');
+$ql->query('LISTEN queue_qq');
+ok(worker_xids() > 0, 'a listener on queue_qq: the worker sends NOTIFYs');
+like(scalar($ql->query('SELECT 1')), qr/Asynchronous notification "queue_qq"/,
+	'and the listener receives them');
+$ql->query('BEGIN; UNLISTEN queue_qq; ROLLBACK');
+ok(worker_xids() > 0, 'UNLISTEN rolled back: still notified');
+$ql->query('BEGIN; SAVEPOINT s; UNLISTEN *; ROLLBACK TO SAVEPOINT s; COMMIT');
+ok(worker_xids() > 0, 'UNLISTEN in a rolled back savepoint: still notified');
+$ql->query('UNLISTEN queue_qq');
+is(worker_xids(), 0, 'UNLISTEN queue_qq committed: no more NOTIFY');
+$ql->query('BEGIN; UNLISTEN *; LISTEN queue_qq; COMMIT');
+ok(worker_xids() > 0, 'UNLISTEN * then LISTEN in one transaction: notified');
+$ql->query('SELECT 1');    # (let psql print what arrived)
+$ql->query('DISCARD ALL');
+is(worker_xids(), 0, 'DISCARD ALL: no more NOTIFY');
+$ql->query('BEGIN; LISTEN queue_qq; ROLLBACK');
+$ql->query('LISTEN queue_qq');
+ok(worker_xids() > 0, 'LISTEN again: notified again');
+my $ql_pid = $ql->{pid};
+$ql->close;
+ok(defined poll_for($mon, "SELECT count(*) FROM pg_stat_activity WHERE pid = $ql_pid", '0', 10),
+	'the listener disconnected');
+is(worker_xids(), 0, 'the listener gone: no more NOTIFY');
+$qp->close;
+$node->safe_psql('postgres', 'DROP DATABASE quiet');
 
 # ---------------------------------------------------------------- 5. wait
 
