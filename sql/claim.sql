@@ -226,3 +226,51 @@ SELECT count(*) FROM queue.claim('clm_group', 10);
 -- when 1 is done, 2 may run
 SELECT queue.complete(:g1);
 SELECT payload, group_key FROM queue.claim('clm_group', 10);
+
+--
+-- How a claim writes, seen by a trigger on the queue's table: on its own
+-- (autocommit) it updates the jobs to running in place; inside a
+-- transaction it deletes them, and writes back those still held at commit;
+-- a job completed before commit is never written as running.  The job's
+-- columns come out the same either way.
+--
+SELECT queue.create('clm_ways');
+CREATE TABLE clm_ways_seen (n serial, op text, state text, attempt int, owner boolean);
+CREATE FUNCTION clm_ways_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO public.clm_ways_seen (op, state, attempt, owner)
+        VALUES (TG_OP, OLD.state, OLD.attempt, OLD.owner_pid IS NOT NULL);
+        RETURN OLD;
+    END IF;
+    INSERT INTO public.clm_ways_seen (op, state, attempt, owner)
+    VALUES (TG_OP, NEW.state, NEW.attempt, NEW.owner_pid = pg_catalog.pg_backend_pid());
+    RETURN NEW;
+END $$;
+CREATE TRIGGER clm_ways_seen AFTER INSERT OR UPDATE OR DELETE ON queue.q_clm_ways
+    FOR EACH ROW EXECUTE FUNCTION clm_ways_trigger();
+SELECT queue.enqueue('clm_ways', '{"n": 1}') AS w1 \gset
+SELECT queue.enqueue('clm_ways', '{"n": 2}') AS w2 \gset
+SELECT queue.enqueue('clm_ways', '{"n": 3}') AS w3 \gset
+TRUNCATE clm_ways_seen;
+-- autocommit: one UPDATE
+SELECT id = :w1 AS first, attempt FROM queue.claim('clm_ways');
+SELECT op, state, attempt, owner FROM clm_ways_seen ORDER BY n;
+TRUNCATE clm_ways_seen;
+-- in a transaction, held at commit: DELETE, then INSERT as running
+BEGIN;
+SELECT id = :w2 AS second, attempt FROM queue.claim('clm_ways');
+COMMIT;
+SELECT op, state, attempt, owner FROM clm_ways_seen ORDER BY n;
+TRUNCATE clm_ways_seen;
+-- in a transaction, completed before commit: only the DELETE
+BEGIN;
+SELECT queue.complete(id) FROM queue.claim('clm_ways');
+COMMIT;
+SELECT op, state, attempt, owner FROM clm_ways_seen ORDER BY n;
+-- both running jobs look alike
+SELECT id = :w1 AS first, state, attempt, lease_until > claimed_at AS leased,
+       owner_pid = pg_backend_pid() AS mine
+FROM queue.q_clm_ways ORDER BY id;
+SELECT queue.complete(ARRAY[:w1, :w2]::bigint[]);
+SELECT id IN (:w1, :w2, :w3) AS ours, state FROM queue.archive WHERE queue = 'clm_ways' ORDER BY id;

@@ -62,11 +62,28 @@ static void
 run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 		  ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
+	bool		in_place = !IsTransactionBlock();
+
+	/* see plan_sql(): a claim that is a transaction of its own */
+	if (in_place)
+		which += PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT;
 	args[1] = Int32GetDatum(want);
 	if (SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not claim jobs of queue \"%s\"", q->name);
-	QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));
-	QueueXactCount(q->qno, QS_READY, QS_NONE, SPI_processed);
+	if (!in_place)
+	{
+		QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));
+		QueueXactCount(q->qno, QS_READY, QS_NONE, SPI_processed);
+	}
+	else if (SPI_processed > 0)
+	{
+		bool		isnull;
+
+		QueueXactCount(q->qno, QS_READY, QS_RUNNING, SPI_processed);
+		/* the worker returns them when their lease runs out: tell it when */
+		QueueXactScheduled(q->qno, DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+																	 HELD_LEASE_UNTIL + 1, &isnull)));
+	}
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -139,26 +139,14 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	char		nulls[3] = "   ";
 	int			ret;
 	uint64		done;
-	int			rest = 0;
-	int			nheld = 0;
-	int			ngroups = 0;
+	int			rest;
+	int			nheld;
+	int			ngroups;
 	Datum	   *held_ids = palloc(sizeof(Datum) * n);
 	Datum	   *groups = palloc(sizeof(Datum) * n);
 
-	for (int i = 0; i < n; i++)
-	{
-		bool		stale;
-		Datum		group;
-
-		if (QueueHeldComplete(q, DatumGetInt64(ids[i]), has_token, DatumGetInt32(token), &stale, &group))
-		{
-			held_ids[nheld++] = ids[i];
-			if (group != (Datum) 0)
-				groups[ngroups++] = group;
-		}
-		else if (!stale)
-			ids[rest++] = ids[i];
-	}
+	rest = QueueHeldCompleteIds(q, ids, n, has_token, DatumGetInt32(token),
+								held_ids, &nheld, groups, &ngroups);
 	if (nheld > 0)
 	{
 		QueueXactFinished(q->qno, nheld, 0);

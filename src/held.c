@@ -104,60 +104,117 @@ QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claim
 	MemoryContextSwitchTo(old);
 }
 
-static HeldJob *
-find_held(int64 id)
+/*
+ * Arrays of the HELD_* columns of jobs (one array per column), for the
+ * statements that write many held jobs at once: args[0..HELD_NCOLS-1].
+ */
+static void
+column_arrays(HeldJob **jobs, int n, Datum *args)
 {
+	Datum	   *vals = palloc(sizeof(Datum) * n);
+	bool	   *nulls = palloc(sizeof(bool) * n);
+
+	for (int c = 0; c < HELD_NCOLS; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		int			dims[1] = {n};
+		int			lbs[1] = {1};
+
+		for (int i = 0; i < n; i++)
+		{
+			vals[i] = jobs[i]->values[c];
+			nulls[i] = jobs[i]->nulls[c];
+		}
+		get_typlenbyvalalign(held_types[c], &typlen, &typbyval, &typalign);
+		args[c] = PointerGetDatum(construct_md_array(vals, nulls, 1, dims, lbs,
+													 held_types[c], typlen, typbyval, typalign));
+	}
+	pfree(vals);
+	pfree(nulls);
+}
+
+static int
+cmp_job_id(const void *a, const void *b)
+{
+	int64		x = (*(HeldJob *const *) a)->id;
+	int64		y = (*(HeldJob *const *) b)->id;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Complete those of ids (all of queue q) that this transaction holds: they
+ * go to the archive in one statement (nowhere with retention 0), and their
+ * ids and group keys are returned in done_ids and groups.  A held job
+ * whose token is stale is left alone.  The ids this transaction does not
+ * hold are moved to the front of ids; returns how many.  Must be called
+ * inside QueueSpiBegin.
+ */
+int
+QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 token,
+					 Datum *done_ids, int *ndone, Datum *groups, int *ngroups)
+{
+	HeldJob   **mine;
+	HeldJob   **done;
+	int			nmine = 0;
+	int			rest = 0;
+	int			nest = GetCurrentTransactionNestLevel();
 	ListCell   *lc;
 
+	*ndone = *ngroups = 0;
+	if (held == NIL)
+		return n;
+
+	/* this queue's held jobs, sorted by id, for a binary search per id */
+	mine = palloc(sizeof(HeldJob *) * list_length(held));
 	foreach(lc, held)
 	{
 		HeldJob    *j = (HeldJob *) lfirst(lc);
 
-		if (j->id == id && j->done_nest == 0 && j->written_nest == 0)
-			return j;
+		if (j->qno == q->qno && j->done_nest == 0 && j->written_nest == 0)
+			mine[nmine++] = j;
 	}
-	return NULL;
-}
+	if (nmine == 0)
+		return n;
+	qsort(mine, nmine, sizeof(HeldJob *), cmp_job_id);
 
-/*
- * If this transaction holds job id, complete it: archive it (or not) and
- * return true.  A stale token gives *stale = true and changes nothing.
- * Must be called inside QueueSpiBegin.
- */
-bool
-QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *stale,
-				  Datum *group_key)
-{
-	HeldJob    *j = find_held(id);
-
-	*stale = false;
-	*group_key = (Datum) 0;
-	if (j == NULL)
-		return false;
-	if (has_token && DatumGetInt32(j->values[HELD_ATTEMPT]) != token)
+	done = palloc(sizeof(HeldJob *) * Min(n, nmine));
+	for (int i = 0; i < n; i++)
 	{
-		*stale = true;
-		return false;
+		HeldJob		key = {.id = DatumGetInt64(ids[i])};
+		HeldJob    *keyp = &key;
+		HeldJob   **found = bsearch(&keyp, mine, nmine, sizeof(HeldJob *), cmp_job_id);
+		HeldJob    *j = found ? *found : NULL;
+
+		if (j == NULL || j->done_nest != 0)
+			ids[rest++] = ids[i];	/* not ours, or a repeated id */
+		else if (has_token && DatumGetInt32(j->values[HELD_ATTEMPT]) != token)
+			continue;			/* stale */
+		else
+		{
+			j->done_nest = nest;
+			done_ids[*ndone] = ids[i];
+			done[(*ndone)++] = j;
+			if (!j->nulls[HELD_GROUP_KEY])
+				groups[(*ngroups)++] = j->values[HELD_GROUP_KEY];
+		}
 	}
-	if (q->keep_archive)
+
+	if (*ndone > 0 && q->keep_archive)
 	{
 		Datum		args[HELD_NCOLS + 1];
-		char		nulls[HELD_NCOLS + 1];
 
-		for (int c = 0; c < HELD_NCOLS; c++)
-		{
-			args[c] = j->values[c];
-			nulls[c] = j->nulls[c] ? 'n' : ' ';
-		}
+		column_arrays(done, *ndone, args);
 		args[HELD_NCOLS] = TimestampTzGetDatum(GetCurrentTimestamp());
-		nulls[HELD_NCOLS] = ' ';
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not archive job " INT64_FORMAT, id);
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, NULL, false, 0) != SPI_OK_INSERT ||
+			SPI_processed != (uint64) *ndone)
+			elog(ERROR, "could not archive completed jobs of queue \"%s\"", q->name);
 	}
-	j->done_nest = GetCurrentTransactionNestLevel();
-	if (!j->nulls[HELD_GROUP_KEY])
-		*group_key = j->values[HELD_GROUP_KEY];
-	return true;
+	pfree(mine);
+	pfree(done);
+	return rest;
 }
 
 /* Whether this transaction holds a job of this group (its head). */
@@ -190,16 +247,9 @@ write_back(QueueInfo *q, int64 only_id)
 {
 	int			n = 0;
 	ListCell   *lc;
-	Datum	   *cols[HELD_NCOLS];
-	bool	   *colnulls[HELD_NCOLS];
+	HeldJob   **jobs = palloc(sizeof(HeldJob *) * list_length(held));
 	Datum		args[HELD_NCOLS + 2];
-	int			len = list_length(held);
 
-	for (int c = 0; c < HELD_NCOLS; c++)
-	{
-		cols[c] = palloc(sizeof(Datum) * len);
-		colnulls[c] = palloc(sizeof(bool) * len);
-	}
 	foreach(lc, held)
 	{
 		HeldJob    *j = (HeldJob *) lfirst(lc);
@@ -207,29 +257,13 @@ write_back(QueueInfo *q, int64 only_id)
 		if (j->qno != q->qno || j->done_nest != 0 || j->written_nest != 0 ||
 			(only_id != 0 && j->id != only_id))
 			continue;
-		for (int c = 0; c < HELD_NCOLS; c++)
-		{
-			cols[c][n] = j->values[c];
-			colnulls[c][n] = j->nulls[c];
-		}
-		n++;
+		jobs[n++] = j;
 		j->written_nest = GetCurrentTransactionNestLevel();
 	}
 	if (n == 0)
 		return;
 
-	for (int c = 0; c < HELD_NCOLS; c++)
-	{
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
-		int			dims[1] = {n};
-		int			lbs[1] = {1};
-
-		get_typlenbyvalalign(held_types[c], &typlen, &typbyval, &typalign);
-		args[c] = PointerGetDatum(construct_md_array(cols[c], colnulls[c], 1, dims, lbs,
-													 held_types[c], typlen, typbyval, typalign));
-	}
+	column_arrays(jobs, n, args);
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0) != SPI_OK_INSERT ||
@@ -238,7 +272,7 @@ write_back(QueueInfo *q, int64 only_id)
 	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)
-		QueueXactScheduled(q->qno, DatumGetTimestampTz(cols[HELD_LEASE_UNTIL][i]));
+		QueueXactScheduled(q->qno, DatumGetTimestampTz(jobs[i]->values[HELD_LEASE_UNTIL]));
 }
 
 /*

@@ -317,6 +317,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 	const char *s;
 	const char *sl;
 	const char *claim_pick = NULL;
+	bool		lease_in_place = false;
 
 	snprintf(tname, sizeof(tname), "q_%s", q->name);
 	snprintf(aname, sizeof(aname), "a_%s", q->name);
@@ -363,12 +364,21 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " RETURNING priority, rank)"
 							 " SELECT count(*), max(priority), min(rank) FROM u", t, s, t);
 			break;
+		case PLAN_LEASE_FRONT:
+			lease_in_place = true;
+			/* FALLTHROUGH */
 		case PLAN_CLAIM_FRONT:
 			claim_pick = "state = 'ready' ORDER BY priority DESC, rank";
 			break;
+		case PLAN_LEASE_AT:
+			lease_in_place = true;
+			/* FALLTHROUGH */
 		case PLAN_CLAIM_AT:
 			claim_pick = "state = 'ready' AND priority = $6 AND rank >= $7 ORDER BY rank";
 			break;
+		case PLAN_LEASE_BELOW:
+			lease_in_place = true;
+			/* FALLTHROUGH */
 		case PLAN_CLAIM_BELOW:
 			claim_pick = "state = 'ready' AND priority < $6 ORDER BY priority DESC, rank";
 			break;
@@ -470,14 +480,31 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			appendStringInfo(&buf,
 							 "INSERT INTO %s (id, payload, attempt, group_key, enqueued_at, priority,"
 							 " run_at, dedup_key, last_error, history, claimed_at, finished_at, state)"
-							 " VALUES ($1, $2, $3, $4, $5, $7, $9, $10, $11, $12, $14, $15, 'done')", a);
+							 " SELECT u.id, u.payload, u.attempt, u.group_key, u.enqueued_at, u.priority,"
+							 " u.run_at, u.dedup_key, u.last_error, u.history, u.claimed_at, $15, 'done'"
+							 " FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+							 " AS u(id, payload, attempt, group_key, enqueued_at, lease_until, priority,"
+							 " rank, run_at, dedup_key, last_error, history, uncounted, claimed_at)", a);
 			break;
 		case NUM_QUEUE_PLANS:
 			elog(ERROR, "invalid plan id");
 	}
 
-	/* Claimed jobs leave the table until commit: see held.c. */
-	if (claim_pick != NULL)
+	/*
+	 * Claimed jobs leave the table until commit (see held.c), unless the
+	 * claim is a transaction of its own: then they can only be written back
+	 * as running, so they are updated in place.  Both return the held.c
+	 * columns, HELD_ID to HELD_UNCOUNTED.
+	 */
+	if (lease_in_place)
+		appendStringInfo(&buf,
+						 "WITH u AS (UPDATE %s SET state = 'running', attempt = attempt + 1,"
+						 " lease_until = $5 + $1, claimed_at = $5, owner_pid = $3, owner_start = $4"
+						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
+						 " RETURNING id, payload, attempt, group_key, enqueued_at, lease_until, priority,"
+						 " rank, run_at, dedup_key, last_error, history, uncounted)"
+						 " SELECT * FROM u ORDER BY priority DESC, rank", t, t, claim_pick);
+	else if (claim_pick != NULL)
 		appendStringInfo(&buf,
 						 "WITH d AS (DELETE FROM %s"
 						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
@@ -520,12 +547,15 @@ plan_args(QueuePlanId which, Oid *types)
 			types[0] = TIMESTAMPTZOID;
 			return 1;
 		case PLAN_CLAIM_FRONT:
+		case PLAN_LEASE_FRONT:
 			src = claim, n = 5;
 			break;
 		case PLAN_CLAIM_AT:
+		case PLAN_LEASE_AT:
 			src = claim, n = 7;
 			break;
 		case PLAN_CLAIM_BELOW:
+		case PLAN_LEASE_BELOW:
 			src = claim, n = 6;
 			break;
 		case PLAN_COMPLETE_ARCHIVE:
@@ -582,9 +612,10 @@ plan_args(QueuePlanId which, Oid *types)
 			break;
 		case PLAN_ARCHIVE_HELD:
 			{
-				static const Oid archive[] = {INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-					TIMESTAMPTZOID, INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID,
-				INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+				static const Oid archive[] = {INT8ARRAYOID, JSONBARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+					TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
+					TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT4ARRAYOID,
+				TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
 
 				src = archive, n = lengthof(archive);
 			}

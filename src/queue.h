@@ -44,6 +44,9 @@ typedef enum QueuePlanId
 	PLAN_CLAIM_FRONT,			/* claim scanning the ready index from its start */
 	PLAN_CLAIM_AT,				/* claim from the cursor within its priority */
 	PLAN_CLAIM_BELOW,			/* claim from the priorities below the cursor */
+	PLAN_LEASE_FRONT,			/* the same three, marking the jobs running */
+	PLAN_LEASE_AT,				/* in place: a claim that is its own transaction */
+	PLAN_LEASE_BELOW,
 	PLAN_COMPLETE_ARCHIVE,		/* complete, keeping the job in the archive */
 	PLAN_COMPLETE_DELETE,		/* complete, retention 0 */
 	PLAN_LOCK_RUNNING,			/* lock a running job for fail/release */
@@ -59,7 +62,7 @@ typedef enum QueuePlanId
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */
 	PLAN_SLOTS_MIGRATE,			/* a job over the limit takes a freed slot */
 	PLAN_REINSERT,				/* write held jobs back as running rows */
-	PLAN_ARCHIVE_HELD,			/* archive a held job completed in its claim's transaction */
+	PLAN_ARCHIVE_HELD,			/* archive held jobs completed in their claim's transaction */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -149,8 +152,8 @@ extern void QueueSlotsFree(QueueInfo *q, Datum *ids, int n);
 #define HELD_NCOLS			14
 extern void QueueHeldInit(void);
 extern void QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at);
-extern bool QueueHeldComplete(QueueInfo *q, int64 id, bool has_token, int32 token, bool *stale,
-							  Datum *group_key);
+extern int	QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 token,
+								 Datum *done_ids, int *ndone, Datum *groups, int *ngroups);
 extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
 extern bool QueueHeldInGroup(int32 qno, text *group_key);
 
