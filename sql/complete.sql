@@ -174,3 +174,62 @@ SELECT queue.complete(:x1);
 SELECT queue.complete(:x1, 1);
 COMMIT;
 SELECT state FROM queue.archive WHERE id = :x1;
+
+--
+-- The archive row of a completed job has every column of the job, whether
+-- the job was completed in its claim's transaction (held) or in another
+-- (leased), one at a time or in a batch; indexes a user adds to the
+-- archive get their entries; a trigger on the archive sees every row.
+--
+SELECT queue.create('cmp_arch', max_attempts => 5);
+SELECT id AS a1 FROM queue.enqueue('cmp_arch', '{"k": "one"}', priority => 3, dedup_key => 'd1') AS id \gset
+SELECT id AS a2 FROM queue.enqueue('cmp_arch', '{"k": "two"}', group_key => 'g') AS id \gset
+SELECT count(*) FROM queue.enqueue_batch('cmp_arch', (SELECT array_agg(jsonb_build_object('k', 'b' || i)) FROM generate_series(1, 300) i));
+CREATE INDEX cmp_arch_k ON queue.a_cmp_arch ((payload->>'k'));
+CREATE INDEX cmp_arch_b ON queue.a_cmp_arch (id) WHERE payload->>'k' LIKE 'b%';
+-- a1 fails once first, so its archive row has an error and a history
+SELECT id = :a1 AS a1 FROM queue.claim('cmp_arch');
+SELECT queue.fail(:a1, 'first try failed', retry_in => '0');
+-- leased: claimed alone, completed in a later transaction
+SELECT id = :a1 AS a1, attempt FROM queue.claim('cmp_arch');
+SELECT queue.complete(:a1);
+-- held: claimed and completed in one transaction
+BEGIN;
+SELECT id = :a2 AS a2 FROM queue.claim('cmp_arch');
+SELECT queue.complete(:a2);
+COMMIT;
+-- batches, leased and held
+SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 150);
+BEGIN;
+SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 150);
+COMMIT;
+SELECT id = :a1 AS a1, state, attempt, priority, dedup_key, group_key, last_error,
+       jsonb_array_length(history) AS history, payload,
+       run_at <= claimed_at AND claimed_at <= finished_at AND enqueued_at <= run_at AS times
+FROM queue.a_cmp_arch WHERE id IN (:a1, :a2) ORDER BY id;
+SELECT count(*), count(DISTINCT id), bool_and(state = 'done') AS done,
+       bool_and(claimed_at IS NOT NULL AND finished_at >= claimed_at) AS times
+FROM queue.a_cmp_arch;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*) AS by_index FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b1%';
+SELECT count(*) AS by_partial_index FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b%' AND id > 0;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT count(*) AS by_seqscan FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b1%';
+-- with a trigger on the archive, rows go through the executor
+CREATE TABLE cmp_arch_seen (id bigint, state text);
+CREATE FUNCTION cmp_arch_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.cmp_arch_seen VALUES (NEW.id, NEW.state);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER cmp_arch_seen AFTER INSERT ON queue.a_cmp_arch
+    FOR EACH ROW EXECUTE FUNCTION cmp_arch_trigger();
+SELECT count(*) FROM queue.enqueue_batch('cmp_arch', ARRAY['{"k": "t1"}', '{"k": "t2"}', '{"k": "t3"}']::jsonb[]);
+SELECT queue.complete(id) FROM queue.claim('cmp_arch') ORDER BY 1;
+BEGIN;
+SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 2);
+COMMIT;
+SELECT count(*), count(DISTINCT id), bool_and(state = 'done') AS done FROM cmp_arch_seen;
+SELECT count(*) AS archived FROM queue.a_cmp_arch;

@@ -66,7 +66,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 
 	/* see plan_sql(): a claim that is a transaction of its own */
 	if (in_place)
-		which += PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT;
+		which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	args[1] = Int32GetDatum(want);
 	if (SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not claim jobs of queue \"%s\"", q->name);

@@ -16,6 +16,7 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "mb/pg_wchar.h"
@@ -139,6 +140,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	char		nulls[3] = "   ";
 	int			ret;
 	uint64		done;
+	SPITupleTable *tt;
 	int			rest;
 	int			nheld;
 	int			ngroups;
@@ -165,15 +167,30 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
 						   args, nulls, false, 0);
-	if (ret != SPI_OK_INSERT_RETURNING && ret != SPI_OK_DELETE_RETURNING)
+	if (ret != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not complete jobs of queue \"%s\"", q->name);
 	done = SPI_processed;
-	if (done > 0)
+	if (done == 0)
+		return nheld;
+	tt = SPI_tuptable;
+	if (q->keep_archive)
 	{
-		QueueXactFinished(q->qno, done, 0);
-		QueueXactCount(q->qno, QS_RUNNING, QS_NONE, done);
-		after_running(q, SPI_tuptable, 1, 2, false);
+		/* the deleted rows, in the HELD_* columns, go to the archive */
+		Datum	  **values = palloc(sizeof(Datum *) * done);
+		bool	  **isnull = palloc(sizeof(bool *) * done);
+
+		Assert(tt->tupdesc->natts == HELD_NCOLS);
+		for (uint64 i = 0; i < done; i++)
+		{
+			values[i] = palloc(sizeof(Datum) * HELD_NCOLS);
+			isnull[i] = palloc(sizeof(bool) * HELD_NCOLS);
+			heap_deform_tuple(tt->vals[i], tt->tupdesc, values[i], isnull[i]);
+		}
+		QueueArchive(q, (int) done, values, isnull);
 	}
+	QueueXactFinished(q->qno, done, 0);
+	QueueXactCount(q->qno, QS_RUNNING, QS_NONE, done);
+	after_running(q, tt, 1, q->keep_archive ? HELD_GROUP_KEY + 1 : 2, false);
 	return done + nheld;
 }
 

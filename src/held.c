@@ -105,14 +105,14 @@ QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claim
 }
 
 /*
- * Arrays of the HELD_* columns of jobs (one array per column), for the
- * statements that write many held jobs at once: args[0..HELD_NCOLS-1].
+ * Arrays of the HELD_* columns of n rows (one array per column), for the
+ * statements that write many rows at once: args[0..HELD_NCOLS-1].
  */
 static void
-column_arrays(HeldJob **jobs, int n, Datum *args)
+column_arrays(int n, Datum *const *values, bool *const *nulls, Datum *args)
 {
 	Datum	   *vals = palloc(sizeof(Datum) * n);
-	bool	   *nulls = palloc(sizeof(bool) * n);
+	bool	   *isnull = palloc(sizeof(bool) * n);
 
 	for (int c = 0; c < HELD_NCOLS; c++)
 	{
@@ -124,15 +124,35 @@ column_arrays(HeldJob **jobs, int n, Datum *args)
 
 		for (int i = 0; i < n; i++)
 		{
-			vals[i] = jobs[i]->values[c];
-			nulls[i] = jobs[i]->nulls[c];
+			vals[i] = values[i][c];
+			isnull[i] = nulls[i][c];
 		}
 		get_typlenbyvalalign(held_types[c], &typlen, &typbyval, &typalign);
-		args[c] = PointerGetDatum(construct_md_array(vals, nulls, 1, dims, lbs,
+		args[c] = PointerGetDatum(construct_md_array(vals, isnull, 1, dims, lbs,
 													 held_types[c], typlen, typbyval, typalign));
 	}
 	pfree(vals);
-	pfree(nulls);
+	pfree(isnull);
+}
+
+/*
+ * Archive n finished jobs of q, given as rows of HELD_* columns: without
+ * the executor if the archive allows (insert.c), else in one statement.
+ * Must be called inside QueueSpiBegin.
+ */
+void
+QueueArchive(QueueInfo *q, int n, Datum *const *values, bool *const *nulls)
+{
+	TimestampTz now_ts = GetCurrentTimestamp();
+	Datum		args[HELD_NCOLS + 1];
+
+	if (n == 0 || QueueArchiveRows(q, n, values, nulls, now_ts))
+		return;
+	column_arrays(n, values, nulls, args);
+	args[HELD_NCOLS] = TimestampTzGetDatum(now_ts);
+	if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, NULL, false, 0) != SPI_OK_INSERT ||
+		SPI_processed != (uint64) n)
+		elog(ERROR, "could not archive completed jobs of queue \"%s\"", q->name);
 }
 
 static int
@@ -204,13 +224,17 @@ QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 toke
 
 	if (*ndone > 0 && q->keep_archive)
 	{
-		Datum		args[HELD_NCOLS + 1];
+		Datum	  **values = palloc(sizeof(Datum *) * *ndone);
+		bool	  **nulls = palloc(sizeof(bool *) * *ndone);
 
-		column_arrays(done, *ndone, args);
-		args[HELD_NCOLS] = TimestampTzGetDatum(GetCurrentTimestamp());
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, NULL, false, 0) != SPI_OK_INSERT ||
-			SPI_processed != (uint64) *ndone)
-			elog(ERROR, "could not archive completed jobs of queue \"%s\"", q->name);
+		for (int i = 0; i < *ndone; i++)
+		{
+			values[i] = done[i]->values;
+			nulls[i] = done[i]->nulls;
+		}
+		QueueArchive(q, *ndone, values, nulls);
+		pfree(values);
+		pfree(nulls);
 	}
 	pfree(mine);
 	pfree(done);
@@ -263,7 +287,17 @@ write_back(QueueInfo *q, int64 only_id)
 	if (n == 0)
 		return;
 
-	column_arrays(jobs, n, args);
+	{
+		Datum	  **values = palloc(sizeof(Datum *) * n);
+		bool	  **nulls = palloc(sizeof(bool *) * n);
+
+		for (int i = 0; i < n; i++)
+		{
+			values[i] = jobs[i]->values;
+			nulls[i] = jobs[i]->nulls;
+		}
+		column_arrays(n, values, nulls, args);
+	}
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	if (SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0) != SPI_OK_INSERT ||

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * insert.c
- *	  Inserting one job without the executor: the enqueue hot path.
+ *	  Inserting rows without the executor: one job at enqueue (the hot
+ *	  path of producers), and finished jobs into the archive at complete.
  *
  * An INSERT through SPI pays, on every call, for what never changes from
  * one job to the next: revalidating the plan, starting an executor, and
@@ -10,6 +11,11 @@
  * queue, the table's index list with their predicates compiled once, and
  * inserts the heap tuple and its index entries directly, as the executor
  * would.
+ *
+ * Archive rows are inserted the same way, many at once with
+ * table_multi_insert, which logs one WAL record per page instead of one per
+ * row: an archive keeps every job a queue ever finished, so its insert is
+ * on the consumers' hot path too.
  *
  * The state is rebuilt whenever the table's relcache entry is invalidated
  * (someone added an index, say).  Tables on which the executor would do
@@ -60,14 +66,38 @@ static const char *const insert_col_names[IC_NCOLS] = {
 	"uncounted", "group_key", "payload"
 };
 
+/* Columns of an archive row: the HELD_* column each comes from, or -1. */
+typedef enum ArchiveCol
+{
+	AC_FINISHED_AT = 11,
+	AC_STATE,
+	AC_NCOLS
+} ArchiveCol;
+
+static const char *const archive_col_names[AC_NCOLS] = {
+	"id", "payload", "attempt", "group_key", "enqueued_at", "priority", "run_at",
+	"dedup_key", "last_error", "history", "claimed_at", "finished_at", "state"
+};
+
+static const int archive_from_held[AC_NCOLS] = {
+	HELD_ID, HELD_PAYLOAD, HELD_ATTEMPT, HELD_GROUP_KEY, HELD_ENQUEUED_AT, HELD_PRIORITY,
+	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1
+};
+
+#define MAX_COLS	16
+StaticAssertDecl((int) IC_NCOLS <= MAX_COLS && (int) AC_NCOLS <= MAX_COLS, "MAX_COLS too small");
+
 struct QueueInsertState
 {
 	Oid			relid;
+	bool		archive;		/* the archive table, not the hot one */
 	bool		valid;
 	MemoryContext cxt;
 	EState	   *estate;			/* long-lived, for the compiled predicates */
 	TupleTableSlot *slot;
-	AttrNumber	attnums[IC_NCOLS];
+	TupleTableSlot **slots;		/* archive: for table_multi_insert */
+	int			nslots;
+	AttrNumber	attnums[MAX_COLS];
 	int			nindexes;
 	Oid		   *indexoids;
 	IndexInfo **indexinfos;
@@ -120,33 +150,45 @@ build_state(QueueInsertState *st, Relation rel)
 	List	   *indexes;
 	ListCell   *lc;
 	MemoryContext old;
-	Oid			enumtype;
+	int			ncols = st->archive ? AC_NCOLS : IC_NCOLS;
+	const char *const *names = st->archive ? archive_col_names : insert_col_names;
 
 	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity)
 		return false;
 
+	if (st->estate)
+		FreeExecutorState(st->estate);
+	if (st->slots)
+		for (int i = 0; i < st->nslots; i++)
+			ExecDropSingleTupleTableSlot(st->slots[i]);
 	MemoryContextReset(st->cxt);
 	st->estate = NULL;
 	st->slot = NULL;
+	st->slots = NULL;
+	st->nslots = 0;
 	old = MemoryContextSwitchTo(st->cxt);
 
-	for (int c = 0; c < IC_NCOLS; c++)
+	for (int c = 0; c < ncols; c++)
 	{
-		st->attnums[c] = attnameAttNum(rel, insert_col_names[c], false);
+		st->attnums[c] = attnameAttNum(rel, names[c], false);
 		if (st->attnums[c] == InvalidAttrNumber)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of queue table \"%s\" is missing", insert_col_names[c],
+					 errmsg("column \"%s\" of queue table \"%s\" is missing", names[c],
 							RelationGetRelationName(rel)),
 					 errhint("The queue's table was changed by hand; drop and re-create the queue.")));
 	}
-	enumtype = TupleDescAttr(desc, st->attnums[IC_STATE] - 1)->atttypid;
-	for (int i = 0; i < QS_NSTATES; i++)
+	if (!st->archive)
 	{
-		static const char *const names[QS_NSTATES] = {"ready", "scheduled", "running", "dead", "waiting"};
+		Oid			enumtype = TupleDescAttr(desc, st->attnums[IC_STATE] - 1)->atttypid;
 
-		st->states[i] = DirectFunctionCall2(enum_in, CStringGetDatum(names[i]),
-											ObjectIdGetDatum(enumtype));
+		for (int i = 0; i < QS_NSTATES; i++)
+		{
+			static const char *const states[QS_NSTATES] = {"ready", "scheduled", "running", "dead", "waiting"};
+
+			st->states[i] = DirectFunctionCall2(enum_in, CStringGetDatum(states[i]),
+												ObjectIdGetDatum(enumtype));
+		}
 	}
 
 	st->estate = CreateExecutorState();
@@ -180,17 +222,14 @@ build_state(QueueInsertState *st, Relation rel)
 }
 
 /*
- * Insert one job into q's table.  Returns false, having done nothing, if
- * this table needs the executor (the caller then uses SPI).
+ * Open the table of *stp (q's hot table, or its archive), making or
+ * rebuilding the state.  NULL if the table needs the executor.
  */
-bool
-QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
-			   int32 priority, text *group_key, Jsonb *payload)
+static Relation
+open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
 {
-	QueueInsertState *st = q->insert;
+	QueueInsertState *st = *stp;
 	Relation	rel;
-	TupleTableSlot *slot;
-	ExprContext *econtext;
 	AclResult	aclresult;
 
 	if (st == NULL)
@@ -199,15 +238,16 @@ QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueStat
 		MemoryContext old = MemoryContextSwitchTo(CacheMemoryContext);
 
 		st = palloc0(sizeof(QueueInsertState));
-		snprintf(tname, sizeof(tname), "q_%s", q->name);
+		snprintf(tname, sizeof(tname), "%s_%s", archive ? "a" : "q", q->name);
 		st->relid = get_relname_relid(tname, get_namespace_oid("queue", false));
+		st->archive = archive;
 		st->cxt = AllocSetContextCreate(CacheMemoryContext, "queue insert", ALLOCSET_SMALL_SIZES);
 		all_states = lappend(all_states, st);
 		MemoryContextSwitchTo(old);
-		q->insert = st;
+		*stp = st;
 	}
 	if (!OidIsValid(st->relid))
-		return false;
+		return NULL;
 
 	aclresult = pg_class_aclcheck(st->relid, GetUserId(), ACL_INSERT);
 	if (aclresult != ACLCHECK_OK)
@@ -217,9 +257,54 @@ QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueStat
 	if (!st->valid && !build_state(st, rel))
 	{
 		table_close(rel, RowExclusiveLock);
-		return false;
+		return NULL;
 	}
+	return rel;
+}
 
+/* The index entries of a row just inserted from slot, as the executor makes them. */
+static void
+insert_index_entries(QueueInsertState *st, Relation rel, TupleTableSlot *slot)
+{
+	ExprContext *econtext;
+
+	if (st->nindexes == 0)
+		return;
+	econtext = GetPerTupleExprContext(st->estate);
+	econtext->ecxt_scantuple = slot;
+	for (int i = 0; i < st->nindexes; i++)
+	{
+		IndexInfo  *ii = st->indexinfos[i];
+		Relation	irel;
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+
+		if (st->predicates[i] != NULL && !ExecQual(st->predicates[i], econtext))
+			continue;
+		irel = index_open(st->indexoids[i], RowExclusiveLock);
+		FormIndexDatum(ii, slot, st->estate, values, isnull);
+		index_insert(irel, values, isnull, &slot->tts_tid, rel,
+					 ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, ii);
+		index_close(irel, NoLock);
+	}
+	ResetExprContext(econtext);
+}
+
+/*
+ * Insert one job into q's table.  Returns false, having done nothing, if
+ * this table needs the executor (the caller then uses SPI).
+ */
+bool
+QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
+			   int32 priority, text *group_key, Jsonb *payload)
+{
+	QueueInsertState *st;
+	Relation	rel = open_target(&q->insert, q, false);
+	TupleTableSlot *slot;
+
+	if (rel == NULL)
+		return false;
+	st = q->insert;
 	slot = st->slot;
 	ExecClearTuple(slot);
 	for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
@@ -241,25 +326,71 @@ QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueStat
 	ExecStoreVirtualTuple(slot);
 
 	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
+	insert_index_entries(st, rel, slot);
+	table_close(rel, NoLock);
+	return true;
+}
 
-	econtext = GetPerTupleExprContext(st->estate);
-	econtext->ecxt_scantuple = slot;
-	for (int i = 0; i < st->nindexes; i++)
+/*
+ * Archive n finished jobs of q: values[i] and nulls[i] hold the HELD_*
+ * columns of one (see held.c).  Returns false, having done nothing, if the
+ * archive needs the executor (the caller then uses SPI).
+ */
+bool
+QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
+				 TimestampTz finished_at)
+{
+	Relation	rel = open_target(&q->archive_insert, q, true);
+	QueueInsertState *st = q->archive_insert;
+	Datum		done = CStringGetTextDatum("done");
+
+	if (rel == NULL)
+		return false;
+	if (st->nslots < n)
 	{
-		IndexInfo  *ii = st->indexinfos[i];
-		Relation	irel;
-		Datum		values[INDEX_MAX_KEYS];
-		bool		isnull[INDEX_MAX_KEYS];
+		MemoryContext old = MemoryContextSwitchTo(st->cxt);
+		TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * n);
 
-		if (st->predicates[i] != NULL && !ExecQual(st->predicates[i], econtext))
-			continue;
-		irel = index_open(st->indexoids[i], RowExclusiveLock);
-		FormIndexDatum(ii, slot, st->estate, values, isnull);
-		index_insert(irel, values, isnull, &slot->tts_tid, rel,
-					 ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, ii);
-		index_close(irel, NoLock);
+		for (int i = 0; i < st->nslots; i++)
+			slots[i] = st->slots[i];
+		for (int i = st->nslots; i < n; i++)
+			slots[i] = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor, &TTSOpsVirtual);
+		st->slots = slots;
+		st->nslots = n;
+		MemoryContextSwitchTo(old);
 	}
-	ResetExprContext(econtext);
+
+	for (int i = 0; i < n; i++)
+	{
+		TupleTableSlot *slot = st->slots[i];
+
+		ExecClearTuple(slot);
+		for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
+			slot->tts_isnull[c] = true;
+		for (int c = 0; c < AC_NCOLS; c++)
+		{
+			AttrNumber	a = st->attnums[c] - 1;
+			int			h = archive_from_held[c];
+
+			if (h >= 0)
+			{
+				slot->tts_values[a] = values[i][h];
+				slot->tts_isnull[a] = nulls[i][h];
+			}
+		}
+		slot->tts_values[st->attnums[AC_FINISHED_AT] - 1] = TimestampTzGetDatum(finished_at);
+		slot->tts_isnull[st->attnums[AC_FINISHED_AT] - 1] = false;
+		slot->tts_values[st->attnums[AC_STATE] - 1] = done;
+		slot->tts_isnull[st->attnums[AC_STATE] - 1] = false;
+		ExecStoreVirtualTuple(slot);
+	}
+
+	table_multi_insert(rel, st->slots, n, GetCurrentCommandId(true), 0, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		insert_index_entries(st, rel, st->slots[i]);
+		ExecClearTuple(st->slots[i]);
+	}
 	table_close(rel, NoLock);
 	return true;
 }

@@ -86,6 +86,7 @@ queue_cache_reset(void)
 				if (q->plans[i] != NULL)
 					dead_plans = lappend(dead_plans, q->plans[i]);
 			QueueInsertForget(q->insert);
+			QueueInsertForget(q->archive_insert);
 		}
 		MemoryContextSwitchTo(old);
 		hash_destroy(queue_by_qno);
@@ -384,13 +385,10 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			break;
 		case PLAN_COMPLETE_ARCHIVE:
 			appendStringInfo(&buf,
-							 "WITH d AS (DELETE FROM %s WHERE id = ANY ($1) AND state = 'running'"
-							 " AND ($2::int IS NULL OR attempt = $2) RETURNING *)"
-							 " INSERT INTO %s (id, finished_at, run_at, enqueued_at, claimed_at, priority,"
-							 " attempt, state, group_key, dedup_key, last_error, history, payload)"
-							 " SELECT id, $3, run_at, enqueued_at, claimed_at, priority, attempt, 'done',"
-							 " group_key, dedup_key, last_error, history, payload FROM d"
-							 " RETURNING id, group_key", t, a);
+							 "DELETE FROM %s WHERE id = ANY ($1) AND state = 'running'"
+							 " AND ($2::int IS NULL OR attempt = $2) AND $3 IS NOT NULL"
+							 " RETURNING id, payload, attempt, group_key, enqueued_at, lease_until, priority,"
+							 " rank, run_at, dedup_key, last_error, history, uncounted, claimed_at", t);
 			break;
 		case PLAN_COMPLETE_DELETE:
 			appendStringInfo(&buf,

@@ -47,7 +47,7 @@ typedef enum QueuePlanId
 	PLAN_LEASE_FRONT,			/* the same three, marking the jobs running */
 	PLAN_LEASE_AT,				/* in place: a claim that is its own transaction */
 	PLAN_LEASE_BELOW,
-	PLAN_COMPLETE_ARCHIVE,		/* complete, keeping the job in the archive */
+	PLAN_COMPLETE_ARCHIVE,		/* complete, returning the rows for the archive */
 	PLAN_COMPLETE_DELETE,		/* complete, retention 0 */
 	PLAN_LOCK_RUNNING,			/* lock a running job for fail/release */
 	PLAN_FAIL,					/* record a failed attempt */
@@ -83,6 +83,7 @@ typedef struct QueueInfo
 	bool		paused;
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
 	QueueInsertState *insert;	/* insert.c, made on first use */
+	QueueInsertState *archive_insert;	/* the same for the archive */
 } QueueInfo;
 
 /* What the launcher and a database worker share about one database. */
@@ -119,11 +120,13 @@ extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern int64 QueueNextSeq(QueueInfo *q);
 
-/* insert.c: one job into a queue's table, without the executor */
+/* insert.c: rows into a queue's tables, without the executor */
 extern void QueueInsertInit(void);
 extern void QueueInsertForget(QueueInsertState *st);
 extern bool QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
 						   int32 priority, text *group_key, Jsonb *payload);
+extern bool QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
+							 TimestampTz finished_at);
 
 /* groups.c: one job at a time per group_key, and max_running */
 extern bool QueueGroupBusy(QueueInfo *q, text *group_key);
@@ -147,11 +150,13 @@ extern void QueueSlotsFree(QueueInfo *q, Datum *ids, int n);
 #define HELD_RUN_AT			8
 #define HELD_DEDUP_KEY		9
 #define HELD_LAST_ERROR		10
+#define HELD_HISTORY		11
 #define HELD_UNCOUNTED		12
 #define HELD_CLAIMED_AT		13
 #define HELD_NCOLS			14
 extern void QueueHeldInit(void);
 extern void QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at);
+extern void QueueArchive(QueueInfo *q, int n, Datum *const *values, bool *const *nulls);
 extern int	QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 token,
 								 Datum *done_ids, int *ndone, Datum *groups, int *ngroups);
 extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
