@@ -212,11 +212,23 @@ SELECT count(*), count(DISTINCT id), bool_and(state = 'done') AS done,
 FROM queue.a_cmp_arch;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
-SELECT count(*) AS by_index FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b1%';
+EXPLAIN (COSTS OFF) SELECT id FROM queue.a_cmp_arch WHERE payload->>'k' = 'b17';
+SELECT payload FROM queue.a_cmp_arch WHERE payload->>'k' IN ('b1', 'b17', 'b150', 'b151', 'b300', 'one', 'two') ORDER BY 1;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b%' AND id > 0;
 SELECT count(*) AS by_partial_index FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b%' AND id > 0;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
-SELECT count(*) AS by_seqscan FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b1%';
+SELECT count(*) AS by_seqscan FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'b%';
+-- payloads too big to stay in the row (TOAST), incompressible, both ways
+SELECT count(*) FROM queue.enqueue_batch('cmp_arch', (SELECT array_agg(jsonb_build_object('k', 'big' || i,
+    'pad', (SELECT string_agg(md5(i::text || j::text), '') FROM generate_series(1, 400) j))) FROM generate_series(1, 4) i));
+CREATE TEMP TABLE cmp_big AS SELECT payload->>'k' AS k, md5(payload::text) AS sum FROM queue.q_cmp_arch WHERE payload ? 'pad';
+SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 2);
+BEGIN;
+SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 2);
+COMMIT;
+SELECT b.k, md5(a.payload::text) = b.sum AS same, length(a.payload->>'pad') AS pad
+FROM cmp_big b JOIN queue.a_cmp_arch a ON a.payload->>'k' = b.k ORDER BY 1;
 -- with a trigger on the archive, rows go through the executor
 CREATE TABLE cmp_arch_seen (id bigint, state text);
 CREATE FUNCTION cmp_arch_trigger() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -198,10 +198,19 @@ SELECT queue.create('enq_direct');
 SELECT queue.enqueue('enq_direct', '{"companyId": 1}') IS NOT NULL AS first;
 CREATE INDEX enq_direct_company ON queue.q_enq_direct ((payload->>'companyId'));
 SELECT queue.enqueue('enq_direct', '{"companyId": 2}') IS NOT NULL AS after_index;
+-- a batch goes in many rows per call (table_multi_insert), indexed too
+SELECT count(*) AS batch FROM queue.enqueue_batch('enq_direct',
+    (SELECT array_agg(jsonb_build_object('companyId', 100 + i, 'pad', repeat('x', i * 40))) FROM generate_series(1, 250) i));
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
 SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
+SELECT payload->>'companyId' AS company, length(payload->>'pad') AS pad
+FROM queue.q_enq_direct WHERE payload->>'companyId' IN ('101', '250', '350');
+SELECT count(*) AS ready_by_index FROM queue.q_enq_direct WHERE state = 'ready' AND priority = 0 AND rank > 0;
 RESET enable_seqscan;
+SELECT count(*) AS all_rows, count(DISTINCT id) AS ids, count(DISTINCT rank) AS ranks,
+       bool_and(rank = id / 1000000) AS rank_is_seq
+FROM queue.q_enq_direct;
 CREATE TABLE enq_seen (payload jsonb);
 CREATE FUNCTION enq_seen_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -211,11 +220,13 @@ END $$;
 CREATE TRIGGER enq_seen AFTER INSERT ON queue.q_enq_direct
     FOR EACH ROW EXECUTE FUNCTION enq_seen_trigger();
 SELECT queue.enqueue('enq_direct', '{"companyId": 3}') IS NOT NULL AS with_trigger;
+SELECT count(*) AS batch_with_trigger FROM queue.enqueue_batch('enq_direct', ARRAY['{"companyId": 31}', '{"companyId": 32}']::jsonb[]);
 SELECT payload FROM enq_seen;
 DROP TRIGGER enq_seen ON queue.q_enq_direct;
 SELECT queue.enqueue('enq_direct', '{"companyId": 4}') IS NOT NULL AS trigger_dropped;
 SELECT count(*) AS seen FROM enq_seen;
-SELECT payload->>'companyId' AS company, state FROM queue.jobs WHERE queue = 'enq_direct' ORDER BY id;
+SELECT payload->>'companyId' AS company, state FROM queue.jobs
+WHERE queue = 'enq_direct' AND (payload->>'companyId')::int NOT BETWEEN 101 AND 350 ORDER BY id;
 SELECT queue.drop('enq_direct');
 DROP TABLE enq_seen;
 DROP FUNCTION enq_seen_trigger();

@@ -150,7 +150,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	if (dedup_key == NULL)
 	{
-		if (!QueueInsertJob(q, id, seq, run_at, QueueStateFromName(state), priority, group_key, payload) &&
+		if (!QueueInsertJob(q, id, run_at, QueueStateFromName(state), priority, group_key, payload) &&
 			SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not insert job into queue \"%s\"", q->name);
 	}
@@ -271,17 +271,23 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		ids[i] = Int64GetDatum(seq * QUEUE_ID_FACTOR + q->qno);
 	}
 
-	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	values[1] = PointerGetDatum(payloads);
-	values[2] = TimestampTzGetDatum(run_at);
-	values[3] = CStringGetTextDatum(first_state);
-	values[4] = Int32GetDatum(priority);
-	values[5] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
-	nulls[5] = group_key ? ' ' : 'n';
-	values[6] = CStringGetTextDatum(group_key ? "waiting" : first_state);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0) != SPI_OK_INSERT ||
-		SPI_processed != (uint64) n)
-		elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
+	if (!QueueInsertJobs(q, n, ids, run_at, QueueStateFromName(first_state),
+						 QueueStateFromName(group_key ? "waiting" : first_state),
+						 priority, group_key, elems))
+	{
+		/* the table needs the executor (triggers, row security) */
+		values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+		values[1] = PointerGetDatum(payloads);
+		values[2] = TimestampTzGetDatum(run_at);
+		values[3] = CStringGetTextDatum(first_state);
+		values[4] = Int32GetDatum(priority);
+		values[5] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
+		nulls[5] = group_key ? ' ' : 'n';
+		values[6] = CStringGetTextDatum(group_key ? "waiting" : first_state);
+		if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0) != SPI_OK_INSERT ||
+			SPI_processed != (uint64) n)
+			elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
+	}
 
 	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(first_state), 1);
 	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(group_key ? "waiting" : first_state), n - 1);

@@ -66,6 +66,12 @@ static const char *const insert_col_names[IC_NCOLS] = {
 	"uncounted", "group_key", "payload"
 };
 
+/* Their types; state's is the extension's enum (InvalidOid here). */
+static const Oid insert_col_types[IC_NCOLS] = {
+	INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, InvalidOid, INT4OID, INT4OID,
+	INT4OID, TEXTOID, JSONBOID
+};
+
 /* Columns of an archive row: the HELD_* column each comes from, or -1. */
 typedef enum ArchiveCol
 {
@@ -79,12 +85,20 @@ static const char *const archive_col_names[AC_NCOLS] = {
 	"dedup_key", "last_error", "history", "claimed_at", "finished_at", "state"
 };
 
+static const Oid archive_col_types[AC_NCOLS] = {
+	INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID,
+	TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID
+};
+
 static const int archive_from_held[AC_NCOLS] = {
 	HELD_ID, HELD_PAYLOAD, HELD_ATTEMPT, HELD_GROUP_KEY, HELD_ENQUEUED_AT, HELD_PRIORITY,
 	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1
 };
 
 #define MAX_COLS	16
+
+/* Rows per table_multi_insert; also the most slots a state keeps. */
+#define MAX_SLOTS	1000
 StaticAssertDecl((int) IC_NCOLS <= MAX_COLS && (int) AC_NCOLS <= MAX_COLS, "MAX_COLS too small");
 
 struct QueueInsertState
@@ -152,8 +166,10 @@ build_state(QueueInsertState *st, Relation rel)
 	MemoryContext old;
 	int			ncols = st->archive ? AC_NCOLS : IC_NCOLS;
 	const char *const *names = st->archive ? archive_col_names : insert_col_names;
+	const Oid  *types = st->archive ? archive_col_types : insert_col_types;
 
-	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity)
+	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity ||
+		(desc->constr != NULL && (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
 		return false;
 
 	if (st->estate)
@@ -177,6 +193,26 @@ build_state(QueueInsertState *st, Relation rel)
 					 errmsg("column \"%s\" of queue table \"%s\" is missing", names[c],
 							RelationGetRelationName(rel)),
 					 errhint("The queue's table was changed by hand; drop and re-create the queue.")));
+		if (TupleDescAttr(desc, st->attnums[c] - 1)->atttypid != types[c] && types[c] != InvalidOid)
+		{
+			MemoryContextSwitchTo(old);
+			return false;		/* changed by hand: let the executor coerce */
+		}
+	}
+
+	/* Columns a user added with a default or NOT NULL are for the executor. */
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		bool		ours = false;
+
+		for (int c = 0; c < ncols && !ours; c++)
+			ours = st->attnums[c] == att->attnum;
+		if (!ours && !att->attisdropped && (att->atthasdef || att->attnotnull))
+		{
+			MemoryContextSwitchTo(old);
+			return false;
+		}
 	}
 	if (!st->archive)
 	{
@@ -211,9 +247,12 @@ build_state(QueueInsertState *st, Relation rel)
 			MemoryContextSwitchTo(old);
 			return false;
 		}
+		/* (not ready: CREATE INDEX CONCURRENTLY has yet to build it) */
+		if (!ii->ii_ReadyForInserts)
+			ii = NULL;
 		st->indexoids[i] = lfirst_oid(lc);
 		st->indexinfos[i] = ii;
-		if (ii->ii_Predicate != NIL)
+		if (ii != NULL && ii->ii_Predicate != NIL)
 			st->predicates[i] = ExecPrepareQual(ii->ii_Predicate, st->estate);
 	}
 	MemoryContextSwitchTo(old);
@@ -230,7 +269,6 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
 {
 	QueueInsertState *st = *stp;
 	Relation	rel;
-	AclResult	aclresult;
 
 	if (st == NULL)
 	{
@@ -249,9 +287,9 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
 	if (!OidIsValid(st->relid))
 		return NULL;
 
-	aclresult = pg_class_aclcheck(st->relid, GetUserId(), ACL_INSERT);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(st->relid));
+	/* without INSERT on the table, SPI checks column privileges or fails */
+	if (pg_class_aclcheck(st->relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		return NULL;
 
 	rel = table_open(st->relid, RowExclusiveLock);
 	if (!st->valid && !build_state(st, rel))
@@ -279,7 +317,8 @@ insert_index_entries(QueueInsertState *st, Relation rel, TupleTableSlot *slot)
 		Datum		values[INDEX_MAX_KEYS];
 		bool		isnull[INDEX_MAX_KEYS];
 
-		if (st->predicates[i] != NULL && !ExecQual(st->predicates[i], econtext))
+		if (ii == NULL ||
+			(st->predicates[i] != NULL && !ExecQual(st->predicates[i], econtext)))
 			continue;
 		irel = index_open(st->indexoids[i], RowExclusiveLock);
 		FormIndexDatum(ii, slot, st->estate, values, isnull);
@@ -290,29 +329,18 @@ insert_index_entries(QueueInsertState *st, Relation rel, TupleTableSlot *slot)
 	ResetExprContext(econtext);
 }
 
-/*
- * Insert one job into q's table.  Returns false, having done nothing, if
- * this table needs the executor (the caller then uses SPI).
- */
-bool
-QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
-			   int32 priority, text *group_key, Jsonb *payload)
+/* A new job's row in slot. */
+static void
+fill_job(QueueInsertState *st, TupleTableSlot *slot, int64 id, TimestampTz run_at, QueueState state,
+		 int32 priority, text *group_key, Datum payload)
 {
-	QueueInsertState *st;
-	Relation	rel = open_target(&q->insert, q, false);
-	TupleTableSlot *slot;
-
-	if (rel == NULL)
-		return false;
-	st = q->insert;
-	slot = st->slot;
 	ExecClearTuple(slot);
 	for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
 		slot->tts_isnull[c] = true;
 #define SET(col, datum) \
 	(slot->tts_values[st->attnums[col] - 1] = (datum), slot->tts_isnull[st->attnums[col] - 1] = false)
 	SET(IC_ID, Int64GetDatum(id));
-	SET(IC_RANK, Int64GetDatum(rank));
+	SET(IC_RANK, Int64GetDatum(id / QUEUE_ID_FACTOR));
 	SET(IC_RUN_AT, TimestampTzGetDatum(run_at));
 	SET(IC_ENQUEUED_AT, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
 	SET(IC_STATE, st->states[state]);
@@ -321,12 +349,90 @@ QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueStat
 	SET(IC_UNCOUNTED, Int32GetDatum(0));
 	if (group_key != NULL)
 		SET(IC_GROUP_KEY, PointerGetDatum(group_key));
-	SET(IC_PAYLOAD, JsonbPGetDatum(payload));
+	SET(IC_PAYLOAD, payload);
 #undef SET
 	ExecStoreVirtualTuple(slot);
+}
 
-	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
-	insert_index_entries(st, rel, slot);
+/* At least n (at most MAX_SLOTS) slots for table_multi_insert. */
+static TupleTableSlot **
+get_slots(QueueInsertState *st, int n)
+{
+	Assert(n <= MAX_SLOTS);
+	if (st->nslots < n)
+	{
+		MemoryContext old = MemoryContextSwitchTo(st->cxt);
+		TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * n);
+
+		for (int i = 0; i < st->nslots; i++)
+			slots[i] = st->slots[i];
+		for (int i = st->nslots; i < n; i++)
+			slots[i] = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor, &TTSOpsVirtual);
+		st->slots = slots;
+		st->nslots = n;
+		MemoryContextSwitchTo(old);
+	}
+	return st->slots;
+}
+
+/* Insert the rows in slots[0..n-1], and their index entries. */
+static void
+insert_rows(QueueInsertState *st, Relation rel, TupleTableSlot **slots, int n)
+{
+	if (n == 1)
+		table_tuple_insert(rel, slots[0], GetCurrentCommandId(true), 0, NULL);
+	else
+		table_multi_insert(rel, slots, n, GetCurrentCommandId(true), 0, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		insert_index_entries(st, rel, slots[i]);
+		ExecClearTuple(slots[i]);
+	}
+}
+
+/*
+ * Insert one job into q's table (its rank is its sequence number).  Returns
+ * false, having done nothing, if this table needs the executor (the caller
+ * then uses SPI).
+ */
+bool
+QueueInsertJob(QueueInfo *q, int64 id, TimestampTz run_at, QueueState state,
+			   int32 priority, text *group_key, Jsonb *payload)
+{
+	Relation	rel = open_target(&q->insert, q, false);
+
+	if (rel == NULL)
+		return false;
+	fill_job(q->insert, q->insert->slot, id, run_at, state, priority, group_key, JsonbPGetDatum(payload));
+	insert_rows(q->insert, rel, &q->insert->slot, 1);
+	table_close(rel, NoLock);
+	return true;
+}
+
+/*
+ * Insert n jobs into q's table: the first in first_state, the others in
+ * state.  Returns false, having done nothing, if this table needs the
+ * executor.
+ */
+bool
+QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, QueueState first_state,
+				QueueState state, int32 priority, text *group_key, const Datum *payloads)
+{
+	Relation	rel = open_target(&q->insert, q, false);
+	TupleTableSlot **slots;
+
+	if (rel == NULL)
+		return false;
+	for (int first = 0; first < n; first += MAX_SLOTS)
+	{
+		int			m = Min(n - first, MAX_SLOTS);
+
+		slots = get_slots(q->insert, m);
+		for (int i = 0; i < m; i++)
+			fill_job(q->insert, slots[i], DatumGetInt64(ids[first + i]), run_at,
+					 first + i == 0 ? first_state : state, priority, group_key, payloads[first + i]);
+		insert_rows(q->insert, rel, slots, m);
+	}
 	table_close(rel, NoLock);
 	return true;
 }
@@ -346,50 +452,36 @@ QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 
 	if (rel == NULL)
 		return false;
-	if (st->nslots < n)
+	for (int first = 0; first < n; first += MAX_SLOTS)
 	{
-		MemoryContext old = MemoryContextSwitchTo(st->cxt);
-		TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * n);
+		int			m = Min(n - first, MAX_SLOTS);
+		TupleTableSlot **slots = get_slots(st, m);
 
-		for (int i = 0; i < st->nslots; i++)
-			slots[i] = st->slots[i];
-		for (int i = st->nslots; i < n; i++)
-			slots[i] = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor, &TTSOpsVirtual);
-		st->slots = slots;
-		st->nslots = n;
-		MemoryContextSwitchTo(old);
-	}
-
-	for (int i = 0; i < n; i++)
-	{
-		TupleTableSlot *slot = st->slots[i];
-
-		ExecClearTuple(slot);
-		for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
-			slot->tts_isnull[c] = true;
-		for (int c = 0; c < AC_NCOLS; c++)
+		for (int i = 0; i < m; i++)
 		{
-			AttrNumber	a = st->attnums[c] - 1;
-			int			h = archive_from_held[c];
+			TupleTableSlot *slot = slots[i];
 
-			if (h >= 0)
+			ExecClearTuple(slot);
+			for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
+				slot->tts_isnull[c] = true;
+			for (int c = 0; c < AC_NCOLS; c++)
 			{
-				slot->tts_values[a] = values[i][h];
-				slot->tts_isnull[a] = nulls[i][h];
-			}
-		}
-		slot->tts_values[st->attnums[AC_FINISHED_AT] - 1] = TimestampTzGetDatum(finished_at);
-		slot->tts_isnull[st->attnums[AC_FINISHED_AT] - 1] = false;
-		slot->tts_values[st->attnums[AC_STATE] - 1] = done;
-		slot->tts_isnull[st->attnums[AC_STATE] - 1] = false;
-		ExecStoreVirtualTuple(slot);
-	}
+				AttrNumber	a = st->attnums[c] - 1;
+				int			h = archive_from_held[c];
 
-	table_multi_insert(rel, st->slots, n, GetCurrentCommandId(true), 0, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		insert_index_entries(st, rel, st->slots[i]);
-		ExecClearTuple(st->slots[i]);
+				if (h >= 0)
+				{
+					slot->tts_values[a] = values[first + i][h];
+					slot->tts_isnull[a] = nulls[first + i][h];
+				}
+			}
+			slot->tts_values[st->attnums[AC_FINISHED_AT] - 1] = TimestampTzGetDatum(finished_at);
+			slot->tts_isnull[st->attnums[AC_FINISHED_AT] - 1] = false;
+			slot->tts_values[st->attnums[AC_STATE] - 1] = done;
+			slot->tts_isnull[st->attnums[AC_STATE] - 1] = false;
+			ExecStoreVirtualTuple(slot);
+		}
+		insert_rows(st, rel, slots, m);
 	}
 	table_close(rel, NoLock);
 	return true;

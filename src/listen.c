@@ -52,6 +52,7 @@ typedef struct ListenOp
 } ListenOp;
 
 static List *pending = NIL;
+static bool published_in_xact = false;	/* by a LISTEN of this transaction */
 static bool callbacks_registered = false;
 
 Size
@@ -146,7 +147,8 @@ listen_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
-	if (pending == NIL)
+	/* (a LISTEN in a rolled-back savepoint left published_in_xact only) */
+	if (pending == NIL && !published_in_xact)
 		return;
 	switch (event)
 	{
@@ -162,7 +164,9 @@ listen_xact_callback(XactEvent event, void *arg)
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
 			clear_pending();
+			published_in_xact = false;
 			publish(committed != NIL ? MyDatabaseId : InvalidOid);
 			break;
 		default:
@@ -229,6 +233,7 @@ QueueListenUtility(Node *parsetree)
 			return;
 		remember(true, channel);
 		publish(MyDatabaseId);
+		published_in_xact = true;
 	}
 	else if (IsA(parsetree, UnlistenStmt))
 	{

@@ -123,8 +123,11 @@ extern int64 QueueNextSeq(QueueInfo *q);
 /* insert.c: rows into a queue's tables, without the executor */
 extern void QueueInsertInit(void);
 extern void QueueInsertForget(QueueInsertState *st);
-extern bool QueueInsertJob(QueueInfo *q, int64 id, int64 rank, TimestampTz run_at, QueueState state,
+extern bool QueueInsertJob(QueueInfo *q, int64 id, TimestampTz run_at, QueueState state,
 						   int32 priority, text *group_key, Jsonb *payload);
+extern bool QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at,
+							QueueState first_state, QueueState state, int32 priority,
+							text *group_key, const Datum *payloads);
 extern bool QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 							 TimestampTz finished_at);
 

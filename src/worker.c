@@ -32,6 +32,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "commands/async.h"
@@ -49,6 +50,8 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -307,18 +310,27 @@ queue_launcher_main(Datum arg)
 /* ---------------------------------------------------------------- db worker */
 
 /*
- * Start a transaction that holds the extension against DROP EXTENSION.
- * Returns false, with no transaction open, if the extension is gone.
+ * A pass is a transaction; begin_pass also holds the extension against
+ * DROP EXTENSION and returns false, with no transaction open, if it is gone.
  */
-static bool
-begin_pass(const char *activity)
+static void
+start_pass(const char *activity)
 {
-	Oid			ext;
-
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	pgstat_report_activity(STATE_RUNNING, activity);
-	ext = get_extension_oid("queue", true);
+}
+
+/*
+ * In a started pass: hold the extension against DROP EXTENSION, and
+ * connect to SPI with a snapshot.  Returns false, with the transaction
+ * aborted, if the extension is gone.
+ */
+static bool
+open_pass(void)
+{
+	Oid			ext = get_extension_oid("queue", true);
+
 	if (OidIsValid(ext))
 	{
 		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
@@ -332,6 +344,13 @@ begin_pass(const char *activity)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	return true;
+}
+
+static bool
+begin_pass(const char *activity)
+{
+	start_pass(activity);
+	return open_pass();
 }
 
 static void
@@ -354,6 +373,16 @@ typedef struct Channel
 } Channel;
 
 static HTAB *channels = NULL;
+static Oid	channels_relid = InvalidOid;	/* queue_config, when learned */
+static bool channels_stale = false;
+
+/* queue_config changed or went away (DROP EXTENSION): learn again */
+static void
+channels_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == channels_relid)
+		channels_stale = true;
+}
 
 /* Are the channels of all of qnos known? */
 static bool
@@ -371,6 +400,14 @@ channels_known(List *qnos)
 static void
 learn_channels(void)
 {
+	HASH_SEQ_STATUS status;
+	Channel    *c;
+
+	hash_seq_init(&status, channels);
+	while ((c = hash_seq_search(&status)) != NULL)
+		hash_search(channels, &c->qno, HASH_REMOVE, NULL);
+	channels_stale = false;
+	channels_relid = get_relname_relid("queue_config", get_namespace_oid("queue", false));
 	SPI_execute("SELECT qno, 'queue_' || name FROM queue.queue_config", true, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -402,19 +439,18 @@ send_notifications(bool all)
 		info.keysize = sizeof(int32);
 		info.entrysize = sizeof(Channel);
 		channels = hash_create("queue channels", 64, &info, HASH_ELEM | HASH_BLOBS);
+		CacheRegisterRelcacheCallback(channels_relcache_callback, (Datum) 0);
+		channels_stale = true;
 	}
-	if (all || !channels_known(qnos))
+	/* (starting the transaction runs the relcache callback if need be) */
+	start_pass("queue: notify");
+	if (all || channels_stale || !channels_known(qnos))
 	{
-		if (!begin_pass("queue: notify"))
+		if (!open_pass())
 			return false;
 		learn_channels();
 		SPI_finish();
 		PopActiveSnapshot();
-	}
-	else
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
 	}
 	if (all)
 	{
