@@ -245,3 +245,12 @@ SELECT queue.complete(array_agg(id)) FROM queue.claim('cmp_arch', 2);
 COMMIT;
 SELECT count(*), count(DISTINCT id), bool_and(state = 'done') AS done FROM cmp_arch_seen;
 SELECT count(*) AS archived FROM queue.a_cmp_arch;
+-- an archive column added with a default gets it (the executor inserts)
+DROP TRIGGER cmp_arch_seen ON queue.a_cmp_arch;
+ALTER TABLE queue.a_cmp_arch ADD COLUMN archived_by text NOT NULL DEFAULT current_user;
+SELECT count(*) FROM queue.enqueue_batch('cmp_arch', ARRAY['{"k": "d1"}', '{"k": "d2"}']::jsonb[]);
+SELECT queue.complete(id) FROM queue.claim('cmp_arch');
+BEGIN;
+SELECT queue.complete(id) FROM queue.claim('cmp_arch');
+COMMIT;
+SELECT payload->>'k' AS k, archived_by = current_user AS defaulted FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'd_' ORDER BY 1;

@@ -227,6 +227,19 @@ SELECT queue.enqueue('enq_direct', '{"companyId": 4}') IS NOT NULL AS trigger_dr
 SELECT count(*) AS seen FROM enq_seen;
 SELECT payload->>'companyId' AS company, state FROM queue.jobs
 WHERE queue = 'enq_direct' AND (payload->>'companyId')::int NOT BETWEEN 101 AND 350 ORDER BY id;
+-- what the executor would enforce is not bypassed: a CHECK constraint and
+-- a column added with a default make enqueue use the executor
+ALTER TABLE queue.q_enq_direct ADD CONSTRAINT has_company CHECK (payload ? 'companyId');
+\set VERBOSITY terse
+SELECT queue.enqueue('enq_direct', '{"other": 1}');
+SELECT queue.enqueue_batch('enq_direct', ARRAY['{"companyId": 5}', '{"other": 2}']::jsonb[]);
+\set VERBOSITY default
+ALTER TABLE queue.q_enq_direct DROP CONSTRAINT has_company;
+ALTER TABLE queue.q_enq_direct ADD COLUMN source text NOT NULL DEFAULT 'app';
+SELECT count(*) AS batch_with_default FROM queue.enqueue_batch('enq_direct', ARRAY['{"companyId": 6}', '{"companyId": 7}']::jsonb[]);
+SELECT queue.enqueue('enq_direct', '{"companyId": 8}') IS NOT NULL AS single_with_default;
+SELECT payload->>'companyId' AS company, source FROM queue.q_enq_direct WHERE (payload->>'companyId')::int BETWEEN 5 AND 8 ORDER BY id;
+ALTER TABLE queue.q_enq_direct DROP COLUMN source;
 SELECT queue.drop('enq_direct');
 DROP TABLE enq_seen;
 DROP FUNCTION enq_seen_trigger();
