@@ -71,12 +71,12 @@ class Cfg:
             self.groups = [None, 1, 1000]
             self.payloads = [2048]
         else:
-            self.reps = int(env("BENCH_REPS", 3))
+            self.reps = int(env("BENCH_REPS", 1))
             self.enq_s = float(env("ENQ_SECONDS", 4))
             # the 4-client configurations run `reps` times, the others once
             self.main_clients = 4
             self.side_reps = int(env("BENCH_SIDE_REPS", 1))
-            self.drain_s = float(env("DRAIN_SECONDS", 5))
+            self.drain_s = float(env("DRAIN_SECONDS", 10))
             self.clients = [1, 4, 16]
             self.drain_clients = [1, 4, 16]
             self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased")]
@@ -952,7 +952,10 @@ def run_groups(cfg, res, groups, seconds, rates, rep):
         n = groups
     queue_recreate("bg")
     if groups is None:
-        sql("SELECT count(*) FROM queue.enqueue_batch('bg', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))" % n, (p,))
+        # (enqueue_batch takes at most 1,000,000 jobs per call)
+        for lo in range(0, n, 100000):
+            sql("SELECT count(*) FROM queue.enqueue_batch('bg', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))"
+                % (min(n, lo + 100000) - lo), (p,))
     else:
         # producers enqueue in transactions of 1,000 jobs (each distinct
         # group_key in a transaction takes a lock until its end)
