@@ -175,6 +175,8 @@ cat >"$OUT/meta.json" <<JSON
 JSON
 "$PY" "$HERE/bench.py" "$OUT" --dump-scripts
 "$PY" "$HERE/report.py" "$OUT" || { echo "report failed" >&2; exit 1; }
-if [ -n "$QUICK" ]; then cp "$OUT/report.md" "$HERE/results/latest-quick.md"; else cp "$OUT/report.md" "$HERE/results/latest.md"; fi
+# (relative links in the copy point into the run's directory)
+LATEST="$HERE/results/latest${QUICK:+-quick}.md"
+sed -E -e "s#\]\(([^)/\#][^)]*)\)#](${OUT##*/}/\1)#g" -e "s#\]\(${OUT##*/}/(https?:)#](\1#g" "$OUT/report.md" >"$LATEST"
 say "report: $OUT/report.md"
 [ $rc -eq 0 ] || { echo "bench.py failed (rc $rc)" >&2; exit $rc; }
