@@ -223,6 +223,17 @@ SELECT queue.enqueue('enq_direct', '{"companyId": 3}') IS NOT NULL AS with_trigg
 SELECT count(*) AS batch_with_trigger FROM queue.enqueue_batch('enq_direct', ARRAY['{"companyId": 31}', '{"companyId": 32}']::jsonb[]);
 SELECT payload FROM enq_seen;
 DROP TRIGGER enq_seen ON queue.q_enq_direct;
+-- a BEFORE trigger that skips the row makes enqueue fail, not lose the job
+CREATE FUNCTION enq_skip_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NULL;
+END $$;
+CREATE TRIGGER enq_skip BEFORE INSERT ON queue.q_enq_direct
+    FOR EACH ROW EXECUTE FUNCTION enq_skip_trigger();
+SELECT queue.enqueue('enq_direct', '{"companyId": 9}');
+SELECT queue.enqueue_batch('enq_direct', ARRAY['{"companyId": 9}']::jsonb[]);
+DROP TRIGGER enq_skip ON queue.q_enq_direct;
+DROP FUNCTION enq_skip_trigger();
 SELECT queue.enqueue('enq_direct', '{"companyId": 4}') IS NOT NULL AS trigger_dropped;
 SELECT count(*) AS seen FROM enq_seen;
 SELECT payload->>'companyId' AS company, state FROM queue.jobs

@@ -46,8 +46,8 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	bool		isnull;
 	HeapTuple	tup;
 
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not promote scheduled jobs of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1),
+					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
 	tup = SPI_tuptable->vals[0];
 	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY,
 				   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
@@ -68,8 +68,8 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	if (in_place)
 		which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	args[1] = Int32GetDatum(want);
-	if (SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not claim jobs of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0),
+					SPI_OK_SELECT, -1, "claim jobs", q->name);
 	if (!in_place)
 	{
 		QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));

@@ -150,9 +150,9 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	if (dedup_key == NULL)
 	{
-		if (!QueueInsertJob(q, id, run_at, QueueStateFromName(state), priority, group_key, payload) &&
-			SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not insert job into queue \"%s\"", q->name);
+		if (!QueueInsertJob(q, id, run_at, QueueStateFromName(state), priority, group_key, payload))
+			queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT), values, nulls, false, 0),
+							SPI_OK_INSERT, 1, "insert a job", q->name);
 	}
 	else
 	{
@@ -284,9 +284,8 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		values[5] = group_key ? PointerGetDatum(group_key) : (Datum) 0;
 		nulls[5] = group_key ? ' ' : 'n';
 		values[6] = CStringGetTextDatum(group_key ? "waiting" : first_state);
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0) != SPI_OK_INSERT ||
-			SPI_processed != (uint64) n)
-			elog(ERROR, "could not insert jobs into queue \"%s\"", q->name);
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_INSERT_BATCH), values, nulls, false, 0),
+						SPI_OK_INSERT, n, "insert jobs", q->name);
 	}
 
 	QueueXactCount(q->qno, QS_NONE, QueueStateFromName(first_state), 1);

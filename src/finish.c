@@ -85,8 +85,8 @@ lock_running(QueueInfo *q, int64 id, Datum token, bool has_token)
 	args[0] = Int64GetDatum(id);
 	args[1] = token;
 	nulls[1] = has_token ? ' ' : 'n';
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_LOCK_RUNNING), args, nulls, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock job " INT64_FORMAT, id);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LOCK_RUNNING), args, nulls, false, 1),
+					SPI_OK_SELECT, -1, "lock a running job", q->name);
 	if (SPI_processed == 0)
 		return -1;
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -167,8 +167,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
 						   args, nulls, false, 0);
-	if (ret != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "could not complete jobs of queue \"%s\"", q->name);
+	queue_spi_check(ret, SPI_OK_DELETE_RETURNING, -1, "complete jobs", q->name);
 	done = SPI_processed;
 	if (done == 0)
 		return nheld;
@@ -358,9 +357,8 @@ queue_fail(PG_FUNCTION_ARGS)
 	args[2] = TimestampTzGetDatum(run_at);
 	args[3] = CStringGetTextDatum(msg);
 	args[4] = TimestampTzGetDatum(now_ts);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "could not record failure of job " INT64_FORMAT, id);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_FAIL), args, NULL, false, 1),
+					SPI_OK_UPDATE_RETURNING, 1, "record a failed attempt", q->name);
 	prio = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	rank = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	group = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
@@ -420,8 +418,8 @@ queue_extend(PG_FUNCTION_ARGS)
 		args[2] = DirectFunctionCall2(timestamptz_pl_interval,
 									  TimestampTzGetDatum(GetCurrentTimestamp()),
 									  PG_GETARG_DATUM(1));
-		if (SPI_execute_plan(QueueGetPlan(q, PLAN_EXTEND), args, nulls, false, 1) != SPI_OK_UPDATE_RETURNING)
-			elog(ERROR, "could not extend lease of job " INT64_FORMAT, id);
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_EXTEND), args, nulls, false, 1),
+						SPI_OK_UPDATE_RETURNING, -1, "extend a lease", q->name);
 		if (SPI_processed == 1)
 			until = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													  SPI_tuptable->tupdesc, 1, &isnull));
@@ -472,9 +470,8 @@ queue_release(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(scheduled ? "scheduled" : "ready");
 	args[2] = TimestampTzGetDatum(run_at);
 	args[3] = TimestampTzGetDatum(now_ts);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1) != SPI_OK_UPDATE_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "could not release job " INT64_FORMAT, id);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_RELEASE), args, NULL, false, 1),
+					SPI_OK_UPDATE_RETURNING, 1, "release a job", q->name);
 	QueueXactCount(q->qno, QS_RUNNING, scheduled ? QS_SCHEDULED : QS_READY, 1);
 	if (scheduled)
 		QueueXactScheduled(q->qno, run_at);

@@ -99,8 +99,7 @@ QueueGroupBusy(QueueInfo *q, text *group_key)
 	/* a head claimed by this transaction is not in the table until commit */
 	if (QueueHeldInGroup(q->qno, group_key))
 		return true;
-	if (exec_group_plan(q, PLAN_GROUP_BUSY, &arg) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up group of queue \"%s\"", q->name);
+	queue_spi_check(exec_group_plan(q, PLAN_GROUP_BUSY, &arg), SPI_OK_SELECT, -1, "look up a group", q->name);
 	return SPI_processed > 0;
 }
 
@@ -148,8 +147,8 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 			continue;			/* its head is ours, held until commit */
 		args[0] = group_keys[i];
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		if (exec_group_plan(q, PLAN_GROUP_ADVANCE, args) != SPI_OK_UPDATE_RETURNING)
-			elog(ERROR, "could not advance group of queue \"%s\"", q->name);
+		queue_spi_check(exec_group_plan(q, PLAN_GROUP_ADVANCE, args), SPI_OK_UPDATE_RETURNING, -1,
+						"advance a group", q->name);
 		if (SPI_processed == 1)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[0];
@@ -217,8 +216,8 @@ QueueSlotsTake(QueueInfo *q, int want, Datum **slots)
 
 	args[0] = Int32GetDatum(q->max_running);
 	args[1] = Int32GetDatum(want);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_TAKE), args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not take running slots of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_TAKE), args, NULL, false, 0),
+					SPI_OK_SELECT, -1, "take running slots", q->name);
 	*slots = palloc(sizeof(Datum) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -238,8 +237,8 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 		return;
 	args[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_ASSIGN), args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not assign running slots of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_ASSIGN), args, NULL, false, 0),
+					SPI_OK_UPDATE, -1, "assign running slots", q->name);
 }
 
 /*
@@ -258,8 +257,8 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		return;
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = Int32GetDatum(q->max_running);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "could not free running slots of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), args, NULL, false, 0),
+					SPI_OK_UPDATE_RETURNING, -1, "free running slots", q->name);
 	if (SPI_processed > 0)
 	{
 		uint64		nfreed = SPI_processed;
@@ -272,8 +271,8 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		{
 			Datum		margs[2] = {args[1], freed[i]};
 
-			if (SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_MIGRATE), margs, NULL, false, 0) != SPI_OK_UPDATE)
-				elog(ERROR, "could not move running slots of queue \"%s\"", q->name);
+			queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_MIGRATE), margs, NULL, false, 0),
+							SPI_OK_UPDATE, -1, "move running slots", q->name);
 		}
 	}
 }

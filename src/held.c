@@ -150,9 +150,8 @@ QueueArchive(QueueInfo *q, int n, Datum *const *values, bool *const *nulls)
 		return;
 	column_arrays(n, values, nulls, args);
 	args[HELD_NCOLS] = TimestampTzGetDatum(now_ts);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_processed != (uint64) n)
-		elog(ERROR, "could not archive completed jobs of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_ARCHIVE_HELD), args, NULL, false, 0),
+					SPI_OK_INSERT, n, "archive completed jobs", q->name);
 }
 
 static int
@@ -300,9 +299,8 @@ write_back(QueueInfo *q, int64 only_id)
 	}
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
-	if (SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_processed != (uint64) n)
-		elog(ERROR, "could not write back claimed jobs of queue \"%s\"", q->name);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
+					SPI_OK_INSERT, n, "write back claimed jobs", q->name);
 	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)

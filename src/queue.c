@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "catalog/namespace.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -80,6 +81,27 @@ _PG_init(void)
 	QueueShmemRequest();
 	QueueWorkerRegister();
 	QueueUtilityHookInstall();
+}
+
+/*
+ * Check what a statement on a queue's tables did: ret must be expected
+ * and, unless want_rows < 0, it must have touched that many rows.  Only a
+ * rule or trigger someone added to the tables can make it otherwise, so
+ * the error names them rather than reporting an internal error.
+ */
+void
+queue_spi_check(int ret, int expected, int64 want_rows, const char *what, const char *qname)
+{
+	if (ret == expected && (want_rows < 0 || SPI_processed == (uint64) want_rows))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not %s in queue \"%s\"", what, qname),
+			 want_rows < 0 ?
+			 errdetail("The statement returned %s.", SPI_result_code_string(ret)) :
+			 errdetail("The statement returned %s for " UINT64_FORMAT " rows of " INT64_FORMAT ".",
+					   SPI_result_code_string(ret), SPI_processed, want_rows),
+			 errhint("A rule or trigger on the queue's tables rewrote the statement or skipped rows; drop it.")));
 }
 
 /*

@@ -110,6 +110,8 @@ extern int	queue_worker_naptime;
 
 /* queue.c */
 extern void queue_check_key(const char *what, text *key);
+extern void queue_spi_check(int ret, int expected, int64 want_rows, const char *what,
+							const char *qname);
 
 /* qcache.c: finding a queue and its plans */
 extern void QueueCacheInit(void);
