@@ -104,6 +104,19 @@ QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claim
 	MemoryContextSwitchTo(old);
 }
 
+/* The rows of jobs, as QueueArchive and column_arrays take them. */
+static void
+job_rows(HeldJob **jobs, int n, Datum ***values, bool ***nulls)
+{
+	*values = palloc(sizeof(Datum *) * n);
+	*nulls = palloc(sizeof(bool *) * n);
+	for (int i = 0; i < n; i++)
+	{
+		(*values)[i] = jobs[i]->values;
+		(*nulls)[i] = jobs[i]->nulls;
+	}
+}
+
 /*
  * Arrays of the HELD_* columns of n rows (one array per column), for the
  * statements that write many rows at once: args[0..HELD_NCOLS-1].
@@ -223,17 +236,11 @@ QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 toke
 
 	if (*ndone > 0 && q->keep_archive)
 	{
-		Datum	  **values = palloc(sizeof(Datum *) * *ndone);
-		bool	  **nulls = palloc(sizeof(bool *) * *ndone);
+		Datum	  **values;
+		bool	  **nulls;
 
-		for (int i = 0; i < *ndone; i++)
-		{
-			values[i] = done[i]->values;
-			nulls[i] = done[i]->nulls;
-		}
+		job_rows(done, *ndone, &values, &nulls);
 		QueueArchive(q, *ndone, values, nulls);
-		pfree(values);
-		pfree(nulls);
 	}
 	pfree(mine);
 	pfree(done);
@@ -272,6 +279,8 @@ write_back(QueueInfo *q, int64 only_id)
 	ListCell   *lc;
 	HeldJob   **jobs = palloc(sizeof(HeldJob *) * list_length(held));
 	Datum		args[HELD_NCOLS + 2];
+	Datum	  **values;
+	bool	  **nulls;
 
 	foreach(lc, held)
 	{
@@ -286,17 +295,8 @@ write_back(QueueInfo *q, int64 only_id)
 	if (n == 0)
 		return;
 
-	{
-		Datum	  **values = palloc(sizeof(Datum *) * n);
-		bool	  **nulls = palloc(sizeof(bool *) * n);
-
-		for (int i = 0; i < n; i++)
-		{
-			values[i] = jobs[i]->values;
-			nulls[i] = jobs[i]->nulls;
-		}
-		column_arrays(n, values, nulls, args);
-	}
+	job_rows(jobs, n, &values, &nulls);
+	column_arrays(n, values, nulls, args);
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
