@@ -24,4 +24,4 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies.
-$(OBJS): src/queue.h
+$(OBJS): src/queue.h src/direct.h

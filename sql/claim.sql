@@ -274,3 +274,32 @@ SELECT id = :w1 AS first, state, attempt, lease_until > claimed_at AS leased,
 FROM queue.q_clm_ways ORDER BY id;
 SELECT queue.complete(ARRAY[:w1, :w2]::bigint[]);
 SELECT id IN (:w1, :w2, :w3) AS ours, state FROM queue.archive WHERE queue = 'clm_ways' ORDER BY id;
+
+--
+-- Without the trigger a claim takes its jobs without the executor
+-- (src/take.c); the rows come out as they did through it above.
+--
+DROP TRIGGER clm_ways_seen ON queue.q_clm_ways;
+SELECT queue.enqueue('clm_ways', '{"n": 4}') AS w4 \gset
+SELECT queue.enqueue('clm_ways', '{"n": 5}') AS w5 \gset
+SELECT queue.enqueue('clm_ways', '{"n": 6}', priority => 1) AS w6 \gset
+-- autocommit: in place; the higher priority first
+SELECT id = :w6 AS sixth, attempt, lease_until > now() AS leased FROM queue.claim('clm_ways');
+BEGIN;
+SELECT id = :w4 AS fourth, attempt, lease_until > now() AS leased FROM queue.claim('clm_ways');
+COMMIT;
+SELECT id = :w5 AS fifth, attempt FROM queue.claim('clm_ways', 5);
+SELECT payload->>'n' AS n, state, attempt, lease_until > claimed_at AS leased,
+       owner_pid = pg_backend_pid() AS mine, history IS NULL AS no_history
+FROM queue.q_clm_ways ORDER BY id;
+SELECT queue.complete(ARRAY[:w4, :w5, :w6]::bigint[]);
+-- a ready index changed by hand: claims go through the executor
+DROP INDEX queue."q_clm_ways$ready";
+CREATE INDEX "q_clm_ways$ready" ON queue.q_clm_ways (rank) WHERE state = 'ready';
+SELECT count(*) FROM queue.enqueue_batch('clm_ways', ARRAY['{"n": 7}', '{"n": 8}', '{"n": 9}']::jsonb[]);
+SELECT payload->>'n' AS n, attempt FROM queue.claim('clm_ways');
+BEGIN;
+SELECT payload->>'n' AS n, attempt FROM queue.claim('clm_ways', 2);
+COMMIT;
+SELECT payload->>'n' AS n, state FROM queue.q_clm_ways ORDER BY id;
+SELECT queue.drop('clm_ways');

@@ -57,56 +57,72 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 						   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)));
 }
 
-/* Run one claim statement and copy what it took into the result. */
+/* Where run_claim() puts the jobs it took. */
+typedef struct ClaimOut
+{
+	QueueInfo  *q;
+	bool		hold;			/* deleted: keep them until commit (held.c) */
+	ReturnSetInfo *rsinfo;
+	ClaimSpan  *span;
+} ClaimOut;
+
+/* One job taken: its HELD_* columns. */
+static void
+emit_job(void *arg, const Datum *values, const bool *nulls)
+{
+	ClaimOut   *out = (ClaimOut *) arg;
+	ClaimSpan  *span = out->span;
+
+	if (out->hold)
+		QueueHeldAddJob(out->q->qno, values, nulls);
+	/* the result's columns are the first six */
+	tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, (Datum *) values, (bool *) nulls);
+	if (span->ids != NULL)
+		span->ids[span->count] = values[HELD_ID];
+	span->count++;
+	span->last_prio = DatumGetInt32(values[HELD_PRIORITY]);
+	span->last_rank = DatumGetInt64(values[HELD_RANK]);
+}
+
+/*
+ * Run one claim (directly, or through SPI where take.c cannot) and copy
+ * what it took into the result.
+ */
 static void
 run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 		  ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
 	bool		in_place = !IsTransactionBlock();
+	ClaimOut	out = {q, !in_place, rsinfo, span};
+	int			first = span->count;
 
 	/* see plan_sql(): a claim that is a transaction of its own */
 	if (in_place)
 		which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	args[1] = Int32GetDatum(want);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0),
-					SPI_OK_SELECT, -1, "claim jobs", q->name);
-	if (!in_place)
+	if (QueueTakeJobs(q, which, args, want, emit_job, &out) < 0)
 	{
-		QueueHeldAdd(q->qno, SPI_tuptable, 0, DatumGetTimestampTz(args[4]));
-		QueueXactCount(q->qno, QS_READY, QS_NONE, SPI_processed);
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0),
+						SPI_OK_SELECT, -1, "claim jobs", q->name);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		values[HELD_NCOLS];
+			bool		nulls[HELD_NCOLS];
+
+			for (int c = 0; c < HELD_CLAIMED_AT; c++)
+				values[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+			values[HELD_CLAIMED_AT] = args[4];
+			nulls[HELD_CLAIMED_AT] = false;
+			emit_job(&out, values, nulls);
+		}
 	}
-	else if (SPI_processed > 0)
-	{
-		bool		isnull;
-
-		QueueXactCount(q->qno, QS_READY, QS_RUNNING, SPI_processed);
-		/* the worker returns them when their lease runs out: tell it when */
-		QueueXactScheduled(q->qno, DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-																	 HELD_LEASE_UNTIL + 1, &isnull)));
-	}
-
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		Datum		values[6];
-		bool		nulls[6];
-		bool		isnull;
-		int32		prio;
-		int64		rank;
-
-		for (int c = 0; c < 6; c++)
-			values[c] = SPI_getbinval(tup, desc, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-
-		prio = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
-		rank = DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull));
-		if (span->ids != NULL)
-			span->ids[span->count] = values[0];
-		span->count++;
-		span->last_prio = prio;
-		span->last_rank = rank;
-	}
+	if (span->count == first)
+		return;
+	QueueXactCount(q->qno, QS_READY, in_place ? QS_RUNNING : QS_NONE, span->count - first);
+	/* the worker returns them when their lease runs out: tell it when */
+	if (in_place)
+		QueueXactScheduled(q->qno, DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																		   args[4], args[0])));
 }
 
 /*
@@ -127,6 +143,7 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 
 	if (QueuePromoteDue(q->qno, now_ts))
 		promote_due(q, now_ts);
+	QueueCursorRecheck(q->qno, now_ts);
 
 	/* With max_running, every job we take needs a free slot first. */
 	if (q->max_running > 0)

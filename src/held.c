@@ -62,45 +62,38 @@ static const Oid held_types[HELD_NCOLS] = {
 };
 
 /*
- * Keep the jobs a claim statement just deleted (its result: the columns
- * HELD_* in order).  Values are copied, detoasted, into transaction memory.
+ * Keep one job a claim just deleted: its HELD_* columns.  Values are
+ * copied, detoasted, into transaction memory.
  */
 void
-QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at)
+QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	int			nest = GetCurrentTransactionNestLevel();
+	HeldJob    *j = palloc(sizeof(HeldJob));
 
-	for (uint64 i = first; i < tuptable->numvals; i++)
+	for (int c = 0; c < HELD_NCOLS; c++)
 	{
-		HeldJob    *j = palloc(sizeof(HeldJob));
+		int16		typlen;
+		bool		typbyval;
 
-		for (int c = 0; c < HELD_CLAIMED_AT; c++)
+		j->nulls[c] = nulls[c];
+		if (nulls[c])
 		{
-			int16		typlen;
-			bool		typbyval;
-			Datum		v = SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, c + 1, &j->nulls[c]);
-
-			if (j->nulls[c])
-			{
-				j->values[c] = (Datum) 0;
-				continue;
-			}
-			get_typlenbyval(held_types[c], &typlen, &typbyval);
-			if (typlen == -1)
-				j->values[c] = PointerGetDatum(PG_DETOAST_DATUM_COPY(v));
-			else
-				j->values[c] = datumCopy(v, typbyval, typlen);
+			j->values[c] = (Datum) 0;
+			continue;
 		}
-		j->values[HELD_CLAIMED_AT] = TimestampTzGetDatum(claimed_at);
-		j->nulls[HELD_CLAIMED_AT] = false;
-		j->id = DatumGetInt64(j->values[HELD_ID]);
-		j->qno = qno;
-		j->nest = nest;
-		j->done_nest = 0;
-		j->written_nest = 0;
-		held = lappend(held, j);
+		get_typlenbyval(held_types[c], &typlen, &typbyval);
+		if (typlen == -1)
+			j->values[c] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[c]));
+		else
+			j->values[c] = datumCopy(values[c], typbyval, typlen);
 	}
+	j->id = DatumGetInt64(j->values[HELD_ID]);
+	j->qno = qno;
+	j->nest = GetCurrentTransactionNestLevel();
+	j->done_nest = 0;
+	j->written_nest = 0;
+	held = lappend(held, j);
 	MemoryContextSwitchTo(old);
 }
 

@@ -17,6 +17,9 @@
  * row: an archive keeps every job a queue ever finished, so its insert is
  * on the consumers' hot path too.
  *
+ * Claims (take.c) use the same state for the new row versions they make,
+ * and also find here the ready index they scan.
+ *
  * The state is rebuilt whenever the table's relcache entry is invalidated
  * (someone added an index, say).  Tables on which the executor would do
  * more than this (triggers, row security, exclusion constraints) are not
@@ -32,6 +35,7 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -43,7 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "queue.h"
+#include "direct.h"
 
 /* Columns of queue._job that an enqueue sets. */
 typedef enum InsertCol
@@ -95,29 +99,9 @@ static const int archive_from_held[AC_NCOLS] = {
 	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1
 };
 
-#define MAX_COLS	16
-
 /* Rows per table_multi_insert; also the most slots a state keeps. */
 #define MAX_SLOTS	1000
 StaticAssertDecl((int) IC_NCOLS <= MAX_COLS && (int) AC_NCOLS <= MAX_COLS, "MAX_COLS too small");
-
-struct QueueInsertState
-{
-	Oid			relid;
-	bool		archive;		/* the archive table, not the hot one */
-	bool		valid;
-	MemoryContext cxt;
-	EState	   *estate;			/* long-lived, for the compiled predicates */
-	TupleTableSlot *slot;
-	TupleTableSlot **slots;		/* archive: for table_multi_insert */
-	int			nslots;
-	AttrNumber	attnums[MAX_COLS];
-	int			nindexes;
-	Oid		   *indexoids;
-	IndexInfo **indexinfos;
-	ExprState **predicates;
-	Datum		states[QS_NSTATES]; /* enum values of queue.job_state */
-};
 
 static List *all_states = NIL;
 
@@ -154,6 +138,73 @@ QueueInsertForget(QueueInsertState *st)
 }
 
 /*
+ * Resolve the columns a claim without the executor uses; false (claims
+ * go through SPI) if someone changed their types.
+ */
+static bool
+claim_columns(QueueInsertState *st, Relation rel)
+{
+	static const char *const names[CC_NCOLS] = {
+		"id", "payload", "attempt", "group_key", "enqueued_at", "lease_until", "priority",
+		"rank", "run_at", "dedup_key", "last_error", "history", "uncounted", "claimed_at",
+		"state", "owner_pid", "owner_start"
+	};
+	static const Oid types[CC_NCOLS] = {
+		INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
+		INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+		InvalidOid, INT4OID, TIMESTAMPTZOID
+	};
+
+	for (int c = 0; c < CC_NCOLS; c++)
+	{
+		AttrNumber	a = attnameAttNum(rel, names[c], false);
+
+		if (a == InvalidAttrNumber)
+			return false;
+		if (types[c] != InvalidOid && TupleDescAttr(RelationGetDescr(rel), a - 1)->atttypid != types[c])
+			return false;
+		st->claim_attnums[c] = a;
+	}
+	return true;
+}
+
+/* Whether irel is the queue's valid btree on (priority DESC, rank). */
+static bool
+is_ready_index(QueueInsertState *st, Relation rel, Relation irel)
+{
+	char		name[NAMEDATALEN + 8];
+	Form_pg_index ix = irel->rd_index;
+
+	snprintf(name, sizeof(name), "%s$ready", RelationGetRelationName(rel));
+	return strcmp(RelationGetRelationName(irel), name) == 0 &&
+		irel->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indisready &&
+		ix->indnkeyatts >= 2 &&
+		ix->indkey.values[0] == st->claim_attnums[CC_PRIORITY] &&
+		ix->indkey.values[1] == st->claim_attnums[CC_RANK] &&
+		(irel->rd_indoption[0] & INDOPTION_DESC) != 0 &&
+		(irel->rd_indoption[1] & INDOPTION_DESC) == 0;
+}
+
+/*
+ * Whether a claim leaves the keys of an index as they were: the hint
+ * index_insert() takes for an update (bottom-up deletion of old versions).
+ */
+static bool
+claim_leaves_keys(QueueInsertState *st, IndexInfo *ii)
+{
+	static const ClaimCol set[] = {CC_ATTEMPT, CC_LEASE_UNTIL, CC_STATE, CC_CLAIMED_AT,
+	CC_OWNER_PID, CC_OWNER_START};
+
+	if (ii->ii_Expressions != NIL)
+		return false;
+	for (int k = 0; k < ii->ii_NumIndexAttrs; k++)
+		for (int c = 0; c < (int) lengthof(set); c++)
+			if (ii->ii_IndexAttrNumbers[k] == st->claim_attnums[set[c]])
+				return false;
+	return true;
+}
+
+/*
  * (Re)build the state for the open relation rel; false if the executor
  * would do more for it than we do.
  */
@@ -164,6 +215,7 @@ build_state(QueueInsertState *st, Relation rel)
 	List	   *indexes;
 	ListCell   *lc;
 	MemoryContext old;
+	bool		claims;
 	int			ncols = st->archive ? AC_NCOLS : IC_NCOLS;
 	const char *const *names = st->archive ? archive_col_names : insert_col_names;
 	const Oid  *types = st->archive ? archive_col_types : insert_col_types;
@@ -177,11 +229,15 @@ build_state(QueueInsertState *st, Relation rel)
 	if (st->slots)
 		for (int i = 0; i < st->nslots; i++)
 			ExecDropSingleTupleTableSlot(st->slots[i]);
+	if (st->scan_slot)
+		ExecDropSingleTupleTableSlot(st->scan_slot);
 	MemoryContextReset(st->cxt);
 	st->estate = NULL;
 	st->slot = NULL;
 	st->slots = NULL;
 	st->nslots = 0;
+	st->scan_slot = NULL;
+	st->ready_index = InvalidOid;
 	old = MemoryContextSwitchTo(st->cxt);
 
 	for (int c = 0; c < ncols; c++)
@@ -229,11 +285,16 @@ build_state(QueueInsertState *st, Relation rel)
 
 	st->estate = CreateExecutorState();
 	st->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(desc), &TTSOpsVirtual);
+	claims = !st->archive && claim_columns(st, rel);
+	if (claims)
+		st->scan_slot = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor,
+												 table_slot_callbacks(rel));
 	indexes = RelationGetIndexList(rel);
 	st->nindexes = list_length(indexes);
 	st->indexoids = palloc(sizeof(Oid) * Max(st->nindexes, 1));
 	st->indexinfos = palloc(sizeof(IndexInfo *) * Max(st->nindexes, 1));
 	st->predicates = palloc0(sizeof(ExprState *) * Max(st->nindexes, 1));
+	st->claim_unchanged = palloc0(sizeof(bool) * Max(st->nindexes, 1));
 	foreach(lc, indexes)
 	{
 		int			i = foreach_current_index(lc);
@@ -241,12 +302,15 @@ build_state(QueueInsertState *st, Relation rel)
 		IndexInfo  *ii = BuildIndexInfo(irel);
 		bool		immediate = irel->rd_index->indimmediate;
 
+		if (claims && is_ready_index(st, rel, irel))
+			st->ready_index = lfirst_oid(lc);
 		index_close(irel, AccessShareLock);
 		if (ii->ii_ExclusionOps != NULL || !immediate)
 		{
 			MemoryContextSwitchTo(old);
 			return false;
 		}
+		st->claim_unchanged[i] = claims && claim_leaves_keys(st, ii);
 		/* (not ready: CREATE INDEX CONCURRENTLY has yet to build it) */
 		if (!ii->ii_ReadyForInserts)
 			ii = NULL;
@@ -262,10 +326,12 @@ build_state(QueueInsertState *st, Relation rel)
 
 /*
  * Open the table of *stp (q's hot table, or its archive), making or
- * rebuilding the state.  NULL if the table needs the executor.
+ * rebuilding the state.  NULL if the table needs the executor, or if the
+ * user lacks a privilege of mode on the whole table (then the executor
+ * checks column privileges, or fails).
  */
-static Relation
-open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
+Relation
+QueueDirectOpen(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 {
 	QueueInsertState *st = *stp;
 	Relation	rel;
@@ -287,9 +353,10 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
 	if (!OidIsValid(st->relid))
 		return NULL;
 
-	/* without INSERT on the table, SPI checks column privileges or fails */
-	if (pg_class_aclcheck(st->relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
-		return NULL;
+	/* (pg_class_aclcheck() wants any of the bits, we want all) */
+	for (AclMode bit = 1; bit <= mode; bit <<= 1)
+		if ((mode & bit) != 0 && pg_class_aclcheck(st->relid, GetUserId(), bit) != ACLCHECK_OK)
+			return NULL;
 
 	rel = table_open(st->relid, RowExclusiveLock);
 	if (!st->valid && !build_state(st, rel))
@@ -300,9 +367,12 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive)
 	return rel;
 }
 
-/* The index entries of a row just inserted from slot, as the executor makes them. */
-static void
-insert_index_entries(QueueInsertState *st, Relation rel, TupleTableSlot *slot)
+/*
+ * The index entries of a row just inserted from slot, or of the new version
+ * a claim made (update), as the executor makes them.
+ */
+void
+QueueDirectIndexEntries(QueueInsertState *st, Relation rel, TupleTableSlot *slot, bool update)
 {
 	ExprContext *econtext;
 
@@ -323,7 +393,8 @@ insert_index_entries(QueueInsertState *st, Relation rel, TupleTableSlot *slot)
 		irel = index_open(st->indexoids[i], RowExclusiveLock);
 		FormIndexDatum(ii, slot, st->estate, values, isnull);
 		index_insert(irel, values, isnull, &slot->tts_tid, rel,
-					 ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, ii);
+					 ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+					 update && st->claim_unchanged[i], ii);
 		index_close(irel, NoLock);
 	}
 	ResetExprContext(econtext);
@@ -385,7 +456,7 @@ insert_rows(QueueInsertState *st, Relation rel, TupleTableSlot **slots, int n)
 		table_multi_insert(rel, slots, n, GetCurrentCommandId(true), 0, NULL);
 	for (int i = 0; i < n; i++)
 	{
-		insert_index_entries(st, rel, slots[i]);
+		QueueDirectIndexEntries(st, rel, slots[i], false);
 		ExecClearTuple(slots[i]);
 	}
 }
@@ -399,7 +470,7 @@ bool
 QueueInsertJob(QueueInfo *q, int64 id, TimestampTz run_at, QueueState state,
 			   int32 priority, text *group_key, Jsonb *payload)
 {
-	Relation	rel = open_target(&q->insert, q, false);
+	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_INSERT);
 
 	if (rel == NULL)
 		return false;
@@ -418,7 +489,7 @@ bool
 QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, QueueState first_state,
 				QueueState state, int32 priority, text *group_key, const Datum *payloads)
 {
-	Relation	rel = open_target(&q->insert, q, false);
+	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_INSERT);
 	TupleTableSlot **slots;
 
 	if (rel == NULL)
@@ -446,7 +517,7 @@ bool
 QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 				 TimestampTz finished_at)
 {
-	Relation	rel = open_target(&q->archive_insert, q, true);
+	Relation	rel = QueueDirectOpen(&q->archive_insert, q, true, ACL_INSERT);
 	QueueInsertState *st = q->archive_insert;
 	Datum		done = CStringGetTextDatum("done");
 

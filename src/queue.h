@@ -133,6 +133,11 @@ extern bool QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz r
 extern bool QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 							 TimestampTz finished_at);
 
+/* take.c: claims without the executor */
+typedef void (*QueueClaimEmit) (void *arg, const Datum *values, const bool *nulls);
+extern int	QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
+						  QueueClaimEmit emit, void *arg);
+
 /* groups.c: one job at a time per group_key, and max_running */
 extern bool QueueGroupBusy(QueueInfo *q, text *group_key);
 extern void QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n);
@@ -160,7 +165,7 @@ extern void QueueSlotsFree(QueueInfo *q, Datum *ids, int n);
 #define HELD_CLAIMED_AT		13
 #define HELD_NCOLS			14
 extern void QueueHeldInit(void);
-extern void QueueHeldAdd(int32 qno, SPITupleTable *tuptable, uint64 first, TimestampTz claimed_at);
+extern void QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls);
 extern void QueueArchive(QueueInfo *q, int n, Datum *const *values, bool *const *nulls);
 extern int	QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 token,
 								 Datum *done_ids, int *ndone, Datum *groups, int *ngroups);
@@ -174,6 +179,8 @@ extern bool QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen);
 extern void QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen);
 extern void QueueCursorLower(int32 qno, int32 prio, int64 rank);
 extern void QueueCursorReset(int32 qno);
+extern void QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now);
+extern void QueueCursorRecheck(int32 qno, TimestampTz now);
 extern void QueueSharedForget(int32 qno);
 extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);

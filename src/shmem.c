@@ -43,6 +43,7 @@
 
 #define RECENT_SECONDS		60
 #define PROMOTE_INTERVAL_MS	50
+#define SKIP_RECHECK_MS		1000
 
 typedef struct QueueSharedKey
 {
@@ -58,6 +59,10 @@ typedef struct QueueShared
 	int32		cursor_prio;
 	int64		cursor_rank;
 	uint64		gen;
+	bool		skip_valid;		/* a claim passed over a job it could not take */
+	int32		skip_prio;		/* ... the first such job in claim order */
+	int64		skip_rank;
+	TimestampTz skip_at;		/* ... since when */
 	TimestampTz promote_checked;
 	bool		notify_pending;
 	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
@@ -149,6 +154,7 @@ queue_shared_acquire(int32 qno)
 		entry->cursor_prio = 0;
 		entry->cursor_rank = 0;
 		entry->gen = 0;
+		entry->skip_valid = false;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
 		entry->next_due = 0;
@@ -241,6 +247,64 @@ QueueCursorLower(int32 qno, int32 prio, int64 rank)
 		e->cursor_rank = rank;
 	}
 	e->gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * A claim passed over a job at (prio, rank) that another transaction was
+ * changing.  If that was a claim, its rollback lowers the cursor; anyone
+ * else (a user's FOR UPDATE, an UPDATE by hand, a queue.reschedule() that
+ * failed) may leave the job ready behind the cursor, so QueueCursorRecheck
+ * lowers the cursor to it after a while.
+ */
+void
+QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (!e->skip_valid)
+	{
+		e->skip_valid = true;
+		e->skip_prio = prio;
+		e->skip_rank = rank;
+		e->skip_at = now;
+	}
+	else if (key_before(prio, rank, e->skip_prio, e->skip_rank))
+	{
+		e->skip_prio = prio;
+		e->skip_rank = rank;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * Lower the cursor to the first job claims passed over, once a second at
+ * most: one claim then walks again over the jobs taken since, which is
+ * cheap, and a job nobody claimed is found at most a second late.
+ */
+void
+QueueCursorRecheck(int32 qno, TimestampTz now)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->skip_valid && now - e->skip_at >= SKIP_RECHECK_MS * INT64CONST(1000))
+	{
+		if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
+		{
+			e->cursor_prio = e->skip_prio;
+			e->cursor_rank = e->skip_rank;
+		}
+		e->skip_valid = false;
+		e->gen++;
+	}
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 }

@@ -1,0 +1,222 @@
+/*-------------------------------------------------------------------------
+ *
+ * take.c
+ *	  Claiming jobs without the executor.
+ *
+ * A claim takes the first ready jobs in claim order that nobody else is
+ * taking: inside a transaction block it deletes them (they are held in
+ * memory until commit, see held.c); as a transaction of its own it marks
+ * them running in place (see claim.c).  Through SPI either is a DELETE or
+ * UPDATE of the rows a subquery locked with FOR UPDATE SKIP LOCKED: each
+ * job costs a row lock (with its WAL record), a second lookup by id, and
+ * the executor's work per row.  Here the ready index is scanned from the
+ * cursor and each job is deleted or updated directly, without waiting:
+ * the heap refuses a row another transaction is changing or has changed
+ * since our snapshot, which is exactly the row SKIP LOCKED passes over.
+ * Such a row is being claimed by someone else, whose rollback lowers the
+ * cursor again; if the row's holder is not a claim, the cursor is lowered
+ * to it a little later (QueueCursorSkipped), so skipping it loses nothing.
+ *
+ * Tables the executor must handle (see insert.c) fall back to SPI, as does
+ * a queue whose ready index was changed by hand.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/multixact.h"
+#include "access/nbtree.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "direct.h"
+
+/*
+ * Whether the row in slot, which the heap just refused as being modified,
+ * is only locked by this transaction: a job queue.release() or
+ * queue.reschedule() locked and made ready, perhaps in a subtransaction.
+ */
+static bool
+locked_by_us(TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	uint16		infomask;
+	TransactionId xmax;
+	MultiXactMember *members;
+	int			n;
+	bool		ours = true;
+
+	if (!TTS_IS_BUFFERTUPLE(slot))
+		return false;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	infomask = bslot->base.tuple->t_data->t_infomask;
+	xmax = HeapTupleHeaderGetRawXmax(bslot->base.tuple->t_data);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+
+	if ((infomask & HEAP_XMAX_IS_MULTI) == 0)
+		return TransactionIdIsCurrentTransactionId(xmax);
+	n = GetMultiXactIdMembers(xmax, &members, false, HEAP_XMAX_IS_LOCKED_ONLY(infomask));
+	for (int i = 0; i < n && ours; i++)
+		ours = TransactionIdIsCurrentTransactionId(members[i].xid) ||
+			!TransactionIdIsInProgress(members[i].xid);
+	if (n > 0)
+		pfree(members);
+	return ours;
+}
+
+/*
+ * Claim up to want ready jobs of q with the claim plan which (one of
+ * PLAN_CLAIM_* to delete them, PLAN_LEASE_* to mark them running) and its
+ * arguments args, calling emit with each job's HELD_* columns as the claim
+ * leaves them, in claim order.  Returns the number claimed, or -1, having
+ * done nothing, if the table needs SPI.
+ */
+int
+QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
+			  QueueClaimEmit emit, void *arg)
+{
+	bool		in_place = which >= PLAN_LEASE_FRONT;
+	Relation	rel = QueueDirectOpen(&q->insert, q, false,
+									  ACL_SELECT | (in_place ? ACL_UPDATE : ACL_DELETE));
+	QueueInsertState *st = q->insert;
+	Relation	ready;
+	ScanKeyData keys[2];
+	int			nkeys = 0;
+	Snapshot	snap;
+	IndexScanDesc scan;
+	TupleTableSlot *old;
+	TupleTableSlot *new;
+	CommandId	cid;
+	Datum		lease_until;
+	int			natts;
+	int			taken = 0;
+	bool		skipped = false;
+
+	if (rel == NULL)
+		return -1;
+	if (!OidIsValid(st->ready_index))
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	/* what the executor checks before an UPDATE of a published table */
+	CheckCmdReplicaIdentity(rel, in_place ? CMD_UPDATE : CMD_DELETE);
+
+	if (in_place)
+		which = (QueuePlanId) (which - (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
+	if (which == PLAN_CLAIM_AT)
+	{
+		ScanKeyInit(&keys[nkeys++], 1, BTEqualStrategyNumber, F_INT4EQ, args[5]);
+		ScanKeyInit(&keys[nkeys++], 2, BTGreaterEqualStrategyNumber, F_INT8GE, args[6]);
+	}
+	else if (which == PLAN_CLAIM_BELOW)
+		ScanKeyInit(&keys[nkeys++], 1, BTLessStrategyNumber, F_INT4LT, args[5]);
+	else
+		Assert(which == PLAN_CLAIM_FRONT);
+
+	lease_until = DirectFunctionCall2(timestamptz_pl_interval, args[4], args[0]);
+	old = st->scan_slot;
+	new = st->slot;
+	natts = new->tts_tupleDescriptor->natts;
+
+	/*
+	 * As SPI would for a statement: see what this transaction did so far
+	 * (jobs promote_due() just made ready, say), from a fresh snapshot.
+	 */
+	CommandCounterIncrement();
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	cid = GetCurrentCommandId(true);
+	ready = index_open(st->ready_index, AccessShareLock);
+	scan = index_beginscan(rel, ready, snap, nkeys, 0);
+	index_rescan(scan, keys, nkeys, NULL, 0);
+
+	while (taken < want && index_getnext_slot(scan, ForwardScanDirection, old))
+	{
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		bool		update_indexes;
+		TM_Result	result;
+		Datum		values[HELD_NCOLS];
+		bool		nulls[HELD_NCOLS];
+
+#define COL(c) (st->claim_attnums[c] - 1)
+#define SET(c, datum) \
+	(new->tts_values[COL(c)] = (datum), new->tts_isnull[COL(c)] = false)
+
+		slot_getallattrs(old);
+		if (old->tts_isnull[COL(CC_STATE)] ||
+			old->tts_values[COL(CC_STATE)] != st->states[QS_READY])
+			continue;
+
+		ExecClearTuple(new);
+		memcpy(new->tts_values, old->tts_values, sizeof(Datum) * natts);
+		memcpy(new->tts_isnull, old->tts_isnull, sizeof(bool) * natts);
+		SET(CC_STATE, st->states[QS_RUNNING]);
+		SET(CC_ATTEMPT, Int32GetDatum(DatumGetInt32(old->tts_values[COL(CC_ATTEMPT)]) + 1));
+		SET(CC_LEASE_UNTIL, lease_until);
+		SET(CC_CLAIMED_AT, args[4]);
+		SET(CC_OWNER_PID, args[2]);
+		SET(CC_OWNER_START, args[3]);
+		ExecStoreVirtualTuple(new);
+
+		/*
+		 * Without waiting; but a row only we lock is ours to take, and
+		 * waiting for it is no wait.
+		 */
+		for (bool wait = false;; wait = true)
+		{
+			if (in_place)
+				result = table_tuple_update(rel, &old->tts_tid, new, cid, snap, InvalidSnapshot,
+											wait, &tmfd, &lockmode, &update_indexes);
+			else
+				result = table_tuple_delete(rel, &old->tts_tid, cid, snap, InvalidSnapshot,
+											wait, &tmfd, false);
+			if (wait || result != TM_BeingModified || !locked_by_us(old))
+				break;
+		}
+		if (result != TM_Ok)
+		{
+			/* someone else's: see the header comment */
+			if (!skipped)
+				QueueCursorSkipped(q->qno, DatumGetInt32(old->tts_values[COL(CC_PRIORITY)]),
+								   DatumGetInt64(old->tts_values[COL(CC_RANK)]),
+								   DatumGetTimestampTz(args[4]));
+			skipped = true;
+			continue;
+		}
+		if (in_place && update_indexes)
+			QueueDirectIndexEntries(st, rel, new, true);
+
+		for (int c = 0; c < HELD_NCOLS; c++)
+		{
+			values[c] = new->tts_values[COL(c)];
+			nulls[c] = new->tts_isnull[COL(c)];
+		}
+		emit(arg, values, nulls);
+		taken++;
+#undef SET
+#undef COL
+	}
+
+	index_endscan(scan);
+	index_close(ready, NoLock);
+	ExecClearTuple(old);
+	ExecClearTuple(new);
+	UnregisterSnapshot(snap);
+	table_close(rel, NoLock);
+	return taken;
+}
