@@ -246,6 +246,9 @@ def setup_db():
     sql("CREATE EXTENSION IF NOT EXISTS pgq")
     for t in ["base_jobs", "base_lat", "base_orph", "base_sched"]:
         sql(BASE_DDL.format(t=t))
+    # the queues the enqueue and drain workloads share (BENCH_ONLY=drain has no enqueue run)
+    sql("SELECT queue.create('bq', if_not_exists => true)")
+    sql("SELECT queue.create('bq0', retention => '0', if_not_exists => true)")
     # the raw floor: plain row operations on a table with a primary key only
     sql("CREATE TABLE IF NOT EXISTS floor_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL)")
     sql("CREATE TABLE IF NOT EXISTS floor_jobs (id bigint PRIMARY KEY, payload jsonb NOT NULL, locked_until timestamptz)")
