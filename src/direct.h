@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * direct.h
- *	  What insert.c and take.c share: the per-queue state for writing a
+ *	  What insert.c, take.c and delete.c share: the per-queue state for writing a
  *	  queue's rows without the executor.  Private to those two files.
  *
  *-------------------------------------------------------------------------
@@ -63,8 +63,9 @@ struct QueueInsertState
 	bool	   *claim_unchanged;	/* a claim leaves the index's keys as they are */
 	Datum		states[QS_NSTATES]; /* enum values of queue.job_state */
 
-	/* hot table only: claims (take.c); InvalidOid if not possible */
+	/* hot table only, for take.c and delete.c; InvalidOid if not possible */
 	Oid			ready_index;	/* q_<name>$ready, scanned in claim order */
+	Oid			pkey_index;		/* the unique btree on id (delete.c) */
 	AttrNumber	claim_attnums[CC_NCOLS];
 	TupleTableSlot *scan_slot;	/* the table's own slot type, for the scan */
 };

@@ -101,30 +101,24 @@ interval_usecs(const Interval *iv)
 }
 
 /*
- * Jobs (rows of tup: their id and group_key in columns id_col and
- * group_col) stopped running: free their max_running slots, and if they
- * left their group (finished or dead), let the group's next job go.
+ * Completed jobs (n rows of HELD_* columns) stopped running: free their
+ * max_running slots, and let the next job of their groups go.
  */
 static void
-after_running(QueueInfo *q, SPITupleTable *tup, int id_col, int group_col, bool stays_in_group)
+after_running(QueueInfo *q, Datum *const *values, bool *const *nulls, int n)
 {
-	uint64		n = tup->numvals;
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum	   *groups = palloc(sizeof(Datum) * n);
 	int			ngroups = 0;
 
-	for (uint64 i = 0; i < n; i++)
+	for (int i = 0; i < n; i++)
 	{
-		bool		isnull;
-		Datum		g;
-
-		ids[i] = SPI_getbinval(tup->vals[i], tup->tupdesc, id_col, &isnull);
-		g = SPI_getbinval(tup->vals[i], tup->tupdesc, group_col, &isnull);
-		if (!isnull && !stays_in_group)
-			groups[ngroups++] = PointerGetDatum(PG_DETOAST_DATUM_COPY(g));
+		ids[i] = values[i][HELD_ID];
+		if (!nulls[i][HELD_GROUP_KEY])
+			groups[ngroups++] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i][HELD_GROUP_KEY]));
 	}
 	if (q->max_running > 0)
-		QueueSlotsFree(q, ids, (int) n);
+		QueueSlotsFree(q, ids, n);
 	if (ngroups > 0)
 		QueueGroupAdvance(q, groups, ngroups);
 }
@@ -139,11 +133,16 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	Datum		args[3];
 	char		nulls[3] = "   ";
 	int			ret;
-	uint64		done;
-	SPITupleTable *tt;
+	int			done;
 	int			rest;
 	int			nheld;
 	int			ngroups;
+	int			nretry;
+	Datum	  **values;
+	bool	  **isnull;
+	Datum	  **direct_values;
+	bool	  **direct_nulls;
+	Datum	   *retry;
 	Datum	   *held_ids = palloc(sizeof(Datum) * n);
 	Datum	   *groups = palloc(sizeof(Datum) * n);
 
@@ -161,35 +160,60 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 		return nheld;
 	n = rest;
 
-	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	args[1] = token;
-	nulls[1] = has_token ? ' ' : 'n';
-	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-	ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
-						   args, nulls, false, 0);
-	queue_spi_check(ret, SPI_OK_DELETE_RETURNING, -1, "complete jobs", q->name);
-	done = SPI_processed;
+	/* directly, except what delete.c leaves to the executor */
+	values = palloc(sizeof(Datum *) * n);
+	isnull = palloc(sizeof(bool *) * n);
+	retry = palloc(sizeof(Datum) * n);
+	done = QueueDeleteRunning(q, ids, n, has_token, DatumGetInt32(token), &direct_values,
+							  &direct_nulls, retry, &nretry);
+	if (done < 0)
+	{
+		done = 0;
+		memcpy(retry, ids, sizeof(Datum) * n);
+		nretry = n;
+	}
+	else
+	{
+		memcpy(values, direct_values, sizeof(Datum *) * done);
+		memcpy(isnull, direct_nulls, sizeof(bool *) * done);
+	}
+
+	if (nretry > 0)
+	{
+		SPITupleTable *tt;
+
+		args[0] = PointerGetDatum(construct_array(retry, nretry, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+		args[1] = token;
+		nulls[1] = has_token ? ' ' : 'n';
+		args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+		ret = SPI_execute_plan(QueueGetPlan(q, q->keep_archive ? PLAN_COMPLETE_ARCHIVE : PLAN_COMPLETE_DELETE),
+							   args, nulls, false, 0);
+		queue_spi_check(ret, SPI_OK_DELETE_RETURNING, -1, "complete jobs", q->name);
+		tt = SPI_tuptable;
+		for (uint64 i = 0; i < SPI_processed; i++, done++)
+		{
+			values[done] = palloc0(sizeof(Datum) * HELD_NCOLS);
+			isnull[done] = palloc(sizeof(bool) * HELD_NCOLS);
+			if (q->keep_archive)
+			{
+				Assert(tt->tupdesc->natts == HELD_NCOLS);
+				heap_deform_tuple(tt->vals[i], tt->tupdesc, values[done], isnull[done]);
+				continue;
+			}
+			/* (id, group_key): all the rest needs */
+			memset(isnull[done], true, sizeof(bool) * HELD_NCOLS);
+			values[done][HELD_ID] = SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull[done][HELD_ID]);
+			values[done][HELD_GROUP_KEY] = SPI_getbinval(tt->vals[i], tt->tupdesc, 2,
+														 &isnull[done][HELD_GROUP_KEY]);
+		}
+	}
 	if (done == 0)
 		return nheld;
-	tt = SPI_tuptable;
 	if (q->keep_archive)
-	{
-		/* the deleted rows, in the HELD_* columns, go to the archive */
-		Datum	  **values = palloc(sizeof(Datum *) * done);
-		bool	  **isnull = palloc(sizeof(bool *) * done);
-
-		Assert(tt->tupdesc->natts == HELD_NCOLS);
-		for (uint64 i = 0; i < done; i++)
-		{
-			values[i] = palloc(sizeof(Datum) * HELD_NCOLS);
-			isnull[i] = palloc(sizeof(bool) * HELD_NCOLS);
-			heap_deform_tuple(tt->vals[i], tt->tupdesc, values[i], isnull[i]);
-		}
-		QueueArchive(q, (int) done, values, isnull);
-	}
+		QueueArchive(q, done, values, isnull);
 	QueueXactFinished(q->qno, done, 0);
 	QueueXactCount(q->qno, QS_RUNNING, QS_NONE, done);
-	after_running(q, tt, 1, q->keep_archive ? HELD_GROUP_KEY + 1 : 2, false);
+	after_running(q, values, isnull, done);
 	return done + nheld;
 }
 

@@ -18,7 +18,8 @@
  * on the consumers' hot path too.
  *
  * Claims (take.c) use the same state for the new row versions they make,
- * and also find here the ready index they scan.
+ * and find here the ready index they scan; completions (delete.c) find the
+ * index on id.
  *
  * The state is rebuilt whenever the table's relcache entry is invalidated
  * (someone added an index, say).  Tables on which the executor would do
@@ -185,6 +186,16 @@ is_ready_index(QueueInsertState *st, Relation rel, Relation irel)
 		(irel->rd_indoption[1] & INDOPTION_DESC) == 0;
 }
 
+/* Whether irel is a valid unique btree on id alone (the primary key). */
+static bool
+is_id_index(QueueInsertState *st, Relation irel, IndexInfo *ii)
+{
+	return irel->rd_rel->relam == BTREE_AM_OID && irel->rd_index->indisvalid &&
+		irel->rd_index->indisready && irel->rd_index->indimmediate && ii->ii_Unique &&
+		ii->ii_NumIndexAttrs == 1 && ii->ii_Predicate == NIL && ii->ii_Expressions == NIL &&
+		ii->ii_IndexAttrNumbers[0] == st->claim_attnums[CC_ID];
+}
+
 /*
  * Whether a claim leaves the keys of an index as they were: the hint
  * index_insert() takes for an update (bottom-up deletion of old versions).
@@ -238,6 +249,7 @@ build_state(QueueInsertState *st, Relation rel)
 	st->nslots = 0;
 	st->scan_slot = NULL;
 	st->ready_index = InvalidOid;
+	st->pkey_index = InvalidOid;
 	old = MemoryContextSwitchTo(st->cxt);
 
 	for (int c = 0; c < ncols; c++)
@@ -304,6 +316,8 @@ build_state(QueueInsertState *st, Relation rel)
 
 		if (claims && is_ready_index(st, rel, irel))
 			st->ready_index = lfirst_oid(lc);
+		if (claims && is_id_index(st, irel, ii))
+			st->pkey_index = lfirst_oid(lc);
 		index_close(irel, AccessShareLock);
 		if (ii->ii_ExclusionOps != NULL || !immediate)
 		{

@@ -138,6 +138,10 @@ typedef void (*QueueClaimEmit) (void *arg, const Datum *values, const bool *null
 extern int	QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
 						  QueueClaimEmit emit, void *arg);
 
+/* delete.c: completing running jobs without the executor */
+extern int	QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 token,
+							   Datum ***values, bool ***nulls, Datum *retry, int *nretry);
+
 /* groups.c: one job at a time per group_key, and max_running */
 extern bool QueueGroupBusy(QueueInfo *q, text *group_key);
 extern void QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n);

@@ -1,0 +1,145 @@
+/*-------------------------------------------------------------------------
+ *
+ * delete.c
+ *	  Completing running jobs without the executor.
+ *
+ * A complete of jobs claimed by earlier transactions (the leased way of
+ * consuming) deletes their rows.  Through SPI that is a DELETE ... WHERE
+ * id = ANY ($1) RETURNING the row, with the executor's per-row work and a
+ * copy of every row into SPI's result.  Here each id is looked up in the
+ * primary key and its row deleted with the table AM, waiting for a
+ * transaction that is changing it, as DELETE does.  When that transaction
+ * changed the row (an extend, or the worker returning an expired lease),
+ * DELETE would look at the new version and decide again; we leave those
+ * ids to the caller, who completes them through SPI.
+ *
+ * The state (and the conditions under which a table needs SPI) is
+ * insert.c's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "direct.h"
+
+static int
+compare_ids(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Delete the running jobs of q among ids[0..n-1] (of the given attempt, if
+ * has_token).  Their HELD_* columns go to rows[] (allocated here, one
+ * palloc'd pair of arrays per job deleted; the values copied), and the ids
+ * that someone changed while we waited to retry[] (room for n): the caller
+ * completes those through SPI.  Returns the number deleted, or -1, having
+ * done nothing, if the table needs SPI.
+ */
+int
+QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 token,
+				   Datum ***values, bool ***nulls, Datum *retry, int *nretry)
+{
+	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_SELECT | ACL_DELETE);
+	QueueInsertState *st = q->insert;
+	Datum	   *sorted;
+	Relation	pkey;
+	Snapshot	snap;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	CommandId	cid;
+	int			done = 0;
+
+	*nretry = 0;
+	if (rel == NULL)
+		return -1;
+	if (!OidIsValid(st->pkey_index))
+	{
+		table_close(rel, NoLock);
+		return -1;
+	}
+	/* what the executor checks before a DELETE from a published table */
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
+
+	/* in id order, each once, as an index scan of id = ANY ($1) would */
+	sorted = palloc(sizeof(Datum) * n);
+	memcpy(sorted, ids, sizeof(Datum) * n);
+	qsort(sorted, n, sizeof(Datum), compare_ids);
+	*values = palloc(sizeof(Datum *) * n);
+	*nulls = palloc(sizeof(bool *) * n);
+
+	/* as in take.c: what SPI would do for a statement */
+	CommandCounterIncrement();
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	cid = GetCurrentCommandId(true);
+	pkey = index_open(st->pkey_index, AccessShareLock);
+	scan = index_beginscan(rel, pkey, snap, 1, 0);
+	slot = st->scan_slot;
+
+	for (int i = 0; i < n; i++)
+	{
+		ScanKeyData key;
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+#define COL(c) (st->claim_attnums[c] - 1)
+		if (i > 0 && sorted[i] == sorted[i - 1])
+			continue;
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, sorted[i]);
+		index_rescan(scan, &key, 1, NULL, 0);
+		if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+			continue;
+		slot_getallattrs(slot);
+		if (slot->tts_isnull[COL(CC_STATE)] ||
+			slot->tts_values[COL(CC_STATE)] != st->states[QS_RUNNING] ||
+			(has_token && DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) != token))
+			continue;
+
+		result = table_tuple_delete(rel, &slot->tts_tid, cid, snap, InvalidSnapshot,
+									true, &tmfd, false);
+		if (result == TM_Updated ||
+			(result == TM_Deleted && IsolationUsesXactSnapshot()))
+		{
+			/* DELETE decides on the new version, or raises the error */
+			retry[(*nretry)++] = sorted[i];
+			continue;
+		}
+		if (result != TM_Ok)
+			continue;			/* someone else finished it */
+
+		(*values)[done] = palloc(sizeof(Datum) * HELD_NCOLS);
+		(*nulls)[done] = palloc(sizeof(bool) * HELD_NCOLS);
+		for (int c = 0; c < HELD_NCOLS; c++)
+		{
+			Form_pg_attribute att = TupleDescAttr(slot->tts_tupleDescriptor, COL(c));
+
+			(*nulls)[done][c] = slot->tts_isnull[COL(c)];
+			(*values)[done][c] = (*nulls)[done][c] ? (Datum) 0 :
+				datumCopy(slot->tts_values[COL(c)], att->attbyval, att->attlen);
+		}
+		done++;
+#undef COL
+	}
+
+	index_endscan(scan);
+	index_close(pkey, NoLock);
+	ExecClearTuple(slot);
+	UnregisterSnapshot(snap);
+	table_close(rel, NoLock);
+	return done;
+}
