@@ -94,13 +94,14 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 {
 	bool		in_place = !IsTransactionBlock();
 	ClaimOut	out = {q, !in_place, rsinfo, span};
-	int			first = span->count;
+	int			taken;
 
 	/* see plan_sql(): a claim that is a transaction of its own */
 	if (in_place)
 		which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	args[1] = Int32GetDatum(want);
-	if (QueueTakeJobs(q, which, args, want, emit_job, &out) < 0)
+	taken = QueueTakeJobs(q, which, args, want, emit_job, &out);
+	if (taken < 0)
 	{
 		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0),
 						SPI_OK_SELECT, -1, "claim jobs", q->name);
@@ -115,10 +116,11 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 			nulls[HELD_CLAIMED_AT] = false;
 			emit_job(&out, values, nulls);
 		}
+		taken = (int) SPI_processed;
 	}
-	if (span->count == first)
+	if (taken == 0)
 		return;
-	QueueXactCount(q->qno, QS_READY, in_place ? QS_RUNNING : QS_NONE, span->count - first);
+	QueueXactCount(q->qno, QS_READY, in_place ? QS_RUNNING : QS_NONE, taken);
 	/* the worker returns them when their lease runs out: tell it when */
 	if (in_place)
 		QueueXactScheduled(q->qno, DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
@@ -143,7 +145,6 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 
 	if (QueuePromoteDue(q->qno, now_ts))
 		promote_due(q, now_ts);
-	QueueCursorRecheck(q->qno, now_ts);
 
 	/* With max_running, every job we take needs a free slot first. */
 	if (q->max_running > 0)
@@ -160,7 +161,7 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	args[4] = TimestampTzGetDatum(now_ts);
 
 	/* gen must be read before the claim statements take their snapshots. */
-	have_cursor = QueueCursorGet(q->qno, &cursor_prio, &cursor_rank, &gen);
+	have_cursor = QueueCursorGet(q->qno, now_ts, &cursor_prio, &cursor_rank, &gen);
 
 	/*
 	 * Jobs this transaction made ready (just now by promotion, or earlier)

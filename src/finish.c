@@ -130,9 +130,6 @@ after_running(QueueInfo *q, Datum *const *values, bool *const *nulls, int n)
 static uint64
 complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 {
-	Datum		args[3];
-	char		nulls[3] = "   ";
-	int			ret;
 	int			done;
 	int			rest;
 	int			nheld;
@@ -180,6 +177,9 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 
 	if (nretry > 0)
 	{
+		Datum		args[3];
+		char		nulls[3] = "   ";
+		int			ret;
 		SPITupleTable *tt;
 
 		args[0] = PointerGetDatum(construct_array(retry, nretry, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));

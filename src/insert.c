@@ -504,15 +504,14 @@ QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, Queue
 				QueueState state, int32 priority, text *group_key, const Datum *payloads)
 {
 	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_INSERT);
-	TupleTableSlot **slots;
 
 	if (rel == NULL)
 		return false;
 	for (int first = 0; first < n; first += MAX_SLOTS)
 	{
 		int			m = Min(n - first, MAX_SLOTS);
+		TupleTableSlot **slots = get_slots(q->insert, m);
 
-		slots = get_slots(q->insert, m);
 		for (int i = 0; i < m; i++)
 			fill_job(q->insert, slots[i], DatumGetInt64(ids[first + i]), run_at,
 					 first + i == 0 ? first_state : state, priority, group_key, payloads[first + i]);

@@ -179,12 +179,11 @@ extern bool QueueHeldInGroup(int32 qno, text *group_key);
 /* shmem.c: per-queue state shared by all backends */
 extern void QueueShmemRequest(void);
 extern bool QueueShmemActive(void);
-extern bool QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen);
+extern bool QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen);
 extern void QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen);
 extern void QueueCursorLower(int32 qno, int32 prio, int64 rank);
 extern void QueueCursorReset(int32 qno);
 extern void QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now);
-extern void QueueCursorRecheck(int32 qno, TimestampTz now);
 extern void QueueSharedForget(int32 qno);
 extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);

@@ -196,8 +196,17 @@ key_before(int32 p1, int64 r1, int32 p2, int64 r2)
 	return p1 > p2 || (p1 == p2 && r1 < r2);
 }
 
+/*
+ * The cursor, for a claim starting at now, and the generation to pass back
+ * to QueueCursorAdvance.
+ *
+ * First, once a second at most, the cursor goes back to the first job
+ * claims passed over (QueueCursorSkipped): one claim then walks again over
+ * the jobs taken since, which is cheap, and a job nobody claimed is found
+ * at most a second late.
+ */
 bool
-QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen)
+QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen)
 {
 	QueueShared *e = queue_shared_acquire(qno);
 	bool		valid;
@@ -205,6 +214,16 @@ QueueCursorGet(int32 qno, int32 *prio, int64 *rank, uint64 *gen)
 	if (e == NULL)
 		return false;
 	SpinLockAcquire(&e->mutex);
+	if (e->skip_valid && now - e->skip_at >= SKIP_RECHECK_MS * INT64CONST(1000))
+	{
+		if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
+		{
+			e->cursor_prio = e->skip_prio;
+			e->cursor_rank = e->skip_rank;
+		}
+		e->skip_valid = false;
+		e->gen++;
+	}
 	valid = e->cursor_valid;
 	*prio = e->cursor_prio;
 	*rank = e->cursor_rank;
@@ -255,7 +274,7 @@ QueueCursorLower(int32 qno, int32 prio, int64 rank)
  * A claim passed over a job at (prio, rank) that another transaction was
  * changing.  If that was a claim, its rollback lowers the cursor; anyone
  * else (a user's FOR UPDATE, an UPDATE by hand, a queue.reschedule() that
- * failed) may leave the job ready behind the cursor, so QueueCursorRecheck
+ * failed) may leave the job ready behind the cursor, so QueueCursorGet
  * lowers the cursor to it after a while.
  */
 void
@@ -277,33 +296,6 @@ QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
 	{
 		e->skip_prio = prio;
 		e->skip_rank = rank;
-	}
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-}
-
-/*
- * Lower the cursor to the first job claims passed over, once a second at
- * most: one claim then walks again over the jobs taken since, which is
- * cheap, and a job nobody claimed is found at most a second late.
- */
-void
-QueueCursorRecheck(int32 qno, TimestampTz now)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	if (e->skip_valid && now - e->skip_at >= SKIP_RECHECK_MS * INT64CONST(1000))
-	{
-		if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
-		{
-			e->cursor_prio = e->skip_prio;
-			e->cursor_rank = e->skip_rank;
-		}
-		e->skip_valid = false;
-		e->gen++;
 	}
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
