@@ -178,7 +178,11 @@ load_queue(const char *name, int32 qno)
 								" FROM queue.queue_config WHERE qno = $1",
 								1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not read queue.queue_config: %s", SPI_result_code_string(ret));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read queue.queue_config"),
+				 errdetail("The statement returned %s.", SPI_result_code_string(ret)),
+				 errhint("A rule on queue.queue_config rewrote the statement; drop it.")));
 	if (SPI_processed == 0)
 		return NULL;
 
@@ -485,7 +489,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " rank, run_at, dedup_key, last_error, history, uncounted, claimed_at)", a);
 			break;
 		case NUM_QUEUE_PLANS:
-			elog(ERROR, "invalid plan id");
+			pg_unreachable();	/* QueueGetPlan() checked which */
 	}
 
 	/*
@@ -619,7 +623,7 @@ plan_args(QueuePlanId which, Oid *types)
 			}
 			break;
 		default:
-			elog(ERROR, "invalid plan id");
+			pg_unreachable();	/* QueueGetPlan() checked which */
 	}
 	memcpy(types, src, n * sizeof(Oid));
 	return n;
@@ -633,6 +637,10 @@ QueueGetPlan(QueueInfo *q, QueuePlanId which)
 	int			nargs;
 	SPIPlanPtr	plan;
 
+	if ((int) which < 0 || which >= NUM_QUEUE_PLANS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg_internal("invalid plan id %d", (int) which)));
 	if (q->plans[which] != NULL)
 		return q->plans[which];
 
@@ -646,8 +654,11 @@ QueueGetPlan(QueueInfo *q, QueuePlanId which)
 	 */
 	plan = SPI_prepare_cursor(plan_sql(q, which), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 	if (plan == NULL)
-		elog(ERROR, "could not prepare statement for queue \"%s\": %s",
-			 q->name, SPI_result_code_string(SPI_result));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not prepare a statement for queue \"%s\"", q->name),
+				 errdetail("SPI returned %s.", SPI_result_code_string(SPI_result)),
+				 errhint("The queue's tables were changed by hand; drop and re-create the queue.")));
 	SPI_keepplan(plan);
 	q->plans[which] = plan;
 	return plan;

@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 
 #include "queue.h"
 
@@ -202,6 +203,23 @@ queue_recount(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The row type a function of ours returns.  Only a hand-made declaration
+ * of one of our C functions could return something else.
+ */
+static TupleDesc
+result_row_type(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("function %s must return a row type", format_procedure(fcinfo->flinfo->fn_oid)),
+				 errhint("It was declared by hand; reinstall the extension.")));
+	return tupdesc;
+}
+
+/*
  * queue._counts(qno): the job counts by state if shared memory has them
  * (valid), and the generation to pass to queue._set_counts after counting.
  */
@@ -209,15 +227,13 @@ PG_FUNCTION_INFO_V1(queue_counts);
 Datum
 queue_counts(PG_FUNCTION_ARGS)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = result_row_type(fcinfo);
 	Datum		values[2 + QS_NSTATES];
 	bool		nulls[2 + QS_NSTATES] = {0};
 	int64		counts[QS_NSTATES] = {0};
 	uint64		gen;
 	bool		valid;
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 	valid = QueueCountsGet(PG_GETARG_INT32(0), counts, &gen);
 	/* what this transaction changed shows to it, as its rows would */
 	if (valid)
@@ -253,14 +269,11 @@ PG_FUNCTION_INFO_V1(queue_recent_counts);
 Datum
 queue_recent_counts(PG_FUNCTION_ARGS)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = result_row_type(fcinfo);
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 	int64		completed;
 	int64		failed;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 
 	if (QueueRecentCounts(PG_GETARG_INT32(0), &completed, &failed))
 	{
