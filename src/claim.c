@@ -64,6 +64,7 @@ typedef struct ClaimOut
 	bool		hold;			/* deleted: keep them until commit (held.c) */
 	ReturnSetInfo *rsinfo;
 	ClaimSpan  *span;
+	TimestampTz lease_until;	/* of the jobs taken */
 } ClaimOut;
 
 /* One job taken: its HELD_* columns. */
@@ -80,6 +81,7 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 	if (span->ids != NULL)
 		span->ids[span->count] = values[HELD_ID];
 	span->count++;
+	out->lease_until = DatumGetTimestampTz(values[HELD_LEASE_UNTIL]);
 	span->last_prio = DatumGetInt32(values[HELD_PRIORITY]);
 	span->last_rank = DatumGetInt64(values[HELD_RANK]);
 }
@@ -93,16 +95,16 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 		  ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
 	bool		in_place = !IsTransactionBlock();
-	ClaimOut	out = {q, !in_place, rsinfo, span};
+	ClaimOut	out = {q, !in_place, rsinfo, span, 0};
 	int			taken;
 
-	/* see plan_sql(): a claim that is a transaction of its own */
-	if (in_place)
-		which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	args[1] = Int32GetDatum(want);
-	taken = QueueTakeJobs(q, which, args, want, emit_job, &out);
+	taken = QueueTakeJobs(q, which, in_place, args, want, emit_job, &out);
 	if (taken < 0)
 	{
+		/* see plan_sql(): a claim that is a transaction of its own */
+		if (in_place)
+			which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 0),
 						SPI_OK_SELECT, -1, "claim jobs", q->name);
 		for (uint64 i = 0; i < SPI_processed; i++)
@@ -123,8 +125,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	QueueXactCount(q->qno, QS_READY, in_place ? QS_RUNNING : QS_NONE, taken);
 	/* the worker returns them when their lease runs out: tell it when */
 	if (in_place)
-		QueueXactScheduled(q->qno, DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-																		   args[4], args[0])));
+		QueueXactScheduled(q->qno, out.lease_until);
 }
 
 /*

@@ -22,15 +22,10 @@
 
 #include "access/genam.h"
 #include "access/stratnum.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_type.h"
-#include "executor/executor.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/rel.h"
-#include "utils/snapmgr.h"
 
 #include "direct.h"
 
@@ -45,51 +40,32 @@ compare_ids(const void *a, const void *b)
 
 /*
  * Delete the running jobs of q among ids[0..n-1] (of the given attempt, if
- * has_token).  Their HELD_* columns go to rows[] (allocated here, one
- * palloc'd pair of arrays per job deleted; the values copied), and the ids
- * that someone changed while we waited to retry[] (room for n): the caller
- * completes those through SPI.  Returns the number deleted, or -1, having
- * done nothing, if the table needs SPI.
+ * has_token).  The HELD_* columns of each job deleted go to values[] and
+ * nulls[] (room for n rows; each row's arrays are allocated here, the
+ * values copied), and the ids that someone changed while we waited to
+ * retry[] (room for n): the caller completes those through SPI.  Returns
+ * the number deleted, or -1, having done nothing, if the table needs SPI.
  */
 int
 QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 token,
-				   Datum ***values, bool ***nulls, Datum *retry, int *nretry)
+				   Datum **values, bool **nulls, Datum *retry, int *nretry)
 {
-	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_SELECT | ACL_DELETE);
-	QueueInsertState *st = q->insert;
-	Datum	   *sorted;
-	Relation	pkey;
-	Snapshot	snap;
-	IndexScanDesc scan;
+	QueueDirectScan ds;
+	QueueInsertState *st;
 	TupleTableSlot *slot;
-	CommandId	cid;
+	Datum	   *sorted;
 	int			done = 0;
 
 	*nretry = 0;
-	if (rel == NULL)
+	if (!QueueDirectScanBegin(&ds, q, CMD_DELETE, true, 1))
 		return -1;
-	if (!OidIsValid(st->pkey_index))
-	{
-		table_close(rel, NoLock);
-		return -1;
-	}
-	/* what the executor checks before a DELETE from a published table */
-	CheckCmdReplicaIdentity(rel, CMD_DELETE);
+	st = ds.st;
+	slot = st->scan_slot;
 
 	/* in id order, each once, as an index scan of id = ANY ($1) would */
 	sorted = palloc(sizeof(Datum) * n);
 	memcpy(sorted, ids, sizeof(Datum) * n);
 	qsort(sorted, n, sizeof(Datum), compare_ids);
-	*values = palloc(sizeof(Datum *) * n);
-	*nulls = palloc(sizeof(bool *) * n);
-
-	/* as in take.c: what SPI would do for a statement */
-	CommandCounterIncrement();
-	snap = RegisterSnapshot(GetTransactionSnapshot());
-	cid = GetCurrentCommandId(true);
-	pkey = index_open(st->pkey_index, AccessShareLock);
-	scan = index_beginscan(rel, pkey, snap, 1, 0);
-	slot = st->scan_slot;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -101,8 +77,8 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 		if (i > 0 && sorted[i] == sorted[i - 1])
 			continue;
 		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, sorted[i]);
-		index_rescan(scan, &key, 1, NULL, 0);
-		if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+		index_rescan(ds.scan, &key, 1, NULL, 0);
+		if (!index_getnext_slot(ds.scan, ForwardScanDirection, slot))
 			continue;
 		slot_getallattrs(slot);
 		if (slot->tts_isnull[COL(CC_STATE)] ||
@@ -110,7 +86,7 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			(has_token && DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) != token))
 			continue;
 
-		result = table_tuple_delete(rel, &slot->tts_tid, cid, snap, InvalidSnapshot,
+		result = table_tuple_delete(ds.rel, &slot->tts_tid, ds.cid, ds.snap, InvalidSnapshot,
 									true, &tmfd, false);
 		if (result == TM_Updated ||
 			(result == TM_Deleted && IsolationUsesXactSnapshot()))
@@ -122,24 +98,20 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 		if (result != TM_Ok)
 			continue;			/* someone else finished it */
 
-		(*values)[done] = palloc(sizeof(Datum) * HELD_NCOLS);
-		(*nulls)[done] = palloc(sizeof(bool) * HELD_NCOLS);
+		values[done] = palloc(sizeof(Datum) * HELD_NCOLS);
+		nulls[done] = palloc(sizeof(bool) * HELD_NCOLS);
 		for (int c = 0; c < HELD_NCOLS; c++)
 		{
 			Form_pg_attribute att = TupleDescAttr(slot->tts_tupleDescriptor, COL(c));
 
-			(*nulls)[done][c] = slot->tts_isnull[COL(c)];
-			(*values)[done][c] = (*nulls)[done][c] ? (Datum) 0 :
+			nulls[done][c] = slot->tts_isnull[COL(c)];
+			values[done][c] = nulls[done][c] ? (Datum) 0 :
 				datumCopy(slot->tts_values[COL(c)], att->attbyval, att->attlen);
 		}
 		done++;
 #undef COL
 	}
 
-	index_endscan(scan);
-	index_close(pkey, NoLock);
-	ExecClearTuple(slot);
-	UnregisterSnapshot(snap);
-	table_close(rel, NoLock);
+	QueueDirectScanEnd(&ds);
 	return done;
 }

@@ -10,7 +10,6 @@
 #define QUEUE_DIRECT_H
 
 #include "executor/executor.h"
-#include "utils/acl.h"
 
 #include "queue.h"
 
@@ -70,7 +69,23 @@ struct QueueInsertState
 	TupleTableSlot *scan_slot;	/* the table's own slot type, for the scan */
 };
 
-extern Relation QueueDirectOpen(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode);
+/*
+ * A scan of one of the hot table's indexes that changes the rows it finds,
+ * as one SQL statement would (take.c, delete.c).
+ */
+typedef struct QueueDirectScan
+{
+	QueueInsertState *st;
+	Relation	rel;
+	Relation	index;
+	Snapshot	snap;
+	CommandId	cid;
+	IndexScanDesc scan;
+} QueueDirectScan;
+
+extern bool QueueDirectScanBegin(QueueDirectScan *ds, QueueInfo *q, CmdType cmd, bool by_id,
+								 int nkeys);
+extern void QueueDirectScanEnd(QueueDirectScan *ds);
 extern void QueueDirectIndexEntries(QueueInsertState *st, Relation rel, TupleTableSlot *slot,
 									bool update);
 

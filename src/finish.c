@@ -137,8 +137,6 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	int			nretry;
 	Datum	  **values;
 	bool	  **isnull;
-	Datum	  **direct_values;
-	bool	  **direct_nulls;
 	Datum	   *retry;
 	Datum	   *held_ids = palloc(sizeof(Datum) * n);
 	Datum	   *groups = palloc(sizeof(Datum) * n);
@@ -161,18 +159,13 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	values = palloc(sizeof(Datum *) * n);
 	isnull = palloc(sizeof(bool *) * n);
 	retry = palloc(sizeof(Datum) * n);
-	done = QueueDeleteRunning(q, ids, n, has_token, DatumGetInt32(token), &direct_values,
-							  &direct_nulls, retry, &nretry);
+	done = QueueDeleteRunning(q, ids, n, has_token, DatumGetInt32(token), values, isnull,
+							  retry, &nretry);
 	if (done < 0)
 	{
 		done = 0;
 		memcpy(retry, ids, sizeof(Datum) * n);
 		nretry = n;
-	}
-	else
-	{
-		memcpy(values, direct_values, sizeof(Datum *) * done);
-		memcpy(isnull, direct_nulls, sizeof(bool *) * done);
 	}
 
 	if (nretry > 0)

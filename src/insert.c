@@ -47,6 +47,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "direct.h"
 
@@ -344,8 +345,8 @@ build_state(QueueInsertState *st, Relation rel)
  * user lacks a privilege of mode on the whole table (then the executor
  * checks column privileges, or fails).
  */
-Relation
-QueueDirectOpen(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
+static Relation
+open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 {
 	QueueInsertState *st = *stp;
 	Relation	rel;
@@ -379,6 +380,51 @@ QueueDirectOpen(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode
 		return NULL;
 	}
 	return rel;
+}
+
+/*
+ * Open q's hot table and begin a scan of its ready index (or, by_id, of
+ * its primary key) with room for nkeys keys, for a statement of type cmd
+ * (UPDATE or DELETE) that changes the rows it finds.  The scan sees what
+ * this transaction did so far, from a fresh snapshot, as SPI would give a
+ * statement.  Returns false, having done nothing, if the table needs SPI.
+ */
+bool
+QueueDirectScanBegin(QueueDirectScan *ds, QueueInfo *q, CmdType cmd, bool by_id, int nkeys)
+{
+	Oid			indexoid;
+
+	ds->rel = open_target(&q->insert, q, false,
+							  ACL_SELECT | (cmd == CMD_UPDATE ? ACL_UPDATE : ACL_DELETE));
+	if (ds->rel == NULL)
+		return false;
+	ds->st = q->insert;
+	indexoid = by_id ? ds->st->pkey_index : ds->st->ready_index;
+	if (!OidIsValid(indexoid))
+	{
+		table_close(ds->rel, NoLock);
+		return false;
+	}
+	/* what the executor checks before it changes a published table */
+	CheckCmdReplicaIdentity(ds->rel, cmd);
+
+	CommandCounterIncrement();
+	ds->snap = RegisterSnapshot(GetTransactionSnapshot());
+	ds->cid = GetCurrentCommandId(true);
+	ds->index = index_open(indexoid, AccessShareLock);
+	ds->scan = index_beginscan(ds->rel, ds->index, ds->snap, nkeys, 0);
+	return true;
+}
+
+void
+QueueDirectScanEnd(QueueDirectScan *ds)
+{
+	index_endscan(ds->scan);
+	index_close(ds->index, NoLock);
+	ExecClearTuple(ds->st->scan_slot);
+	ExecClearTuple(ds->st->slot);
+	UnregisterSnapshot(ds->snap);
+	table_close(ds->rel, NoLock);
 }
 
 /*
@@ -484,7 +530,7 @@ bool
 QueueInsertJob(QueueInfo *q, int64 id, TimestampTz run_at, QueueState state,
 			   int32 priority, text *group_key, Jsonb *payload)
 {
-	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_INSERT);
+	Relation	rel = open_target(&q->insert, q, false, ACL_INSERT);
 
 	if (rel == NULL)
 		return false;
@@ -503,7 +549,7 @@ bool
 QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, QueueState first_state,
 				QueueState state, int32 priority, text *group_key, const Datum *payloads)
 {
-	Relation	rel = QueueDirectOpen(&q->insert, q, false, ACL_INSERT);
+	Relation	rel = open_target(&q->insert, q, false, ACL_INSERT);
 
 	if (rel == NULL)
 		return false;
@@ -530,7 +576,7 @@ bool
 QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 				 TimestampTz finished_at)
 {
-	Relation	rel = QueueDirectOpen(&q->archive_insert, q, true, ACL_INSERT);
+	Relation	rel = open_target(&q->archive_insert, q, true, ACL_INSERT);
 	QueueInsertState *st = q->archive_insert;
 	Datum		done = CStringGetTextDatum("done");
 

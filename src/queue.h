@@ -135,12 +135,12 @@ extern bool QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *co
 
 /* take.c: claims without the executor */
 typedef void (*QueueClaimEmit) (void *arg, const Datum *values, const bool *nulls);
-extern int	QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
-						  QueueClaimEmit emit, void *arg);
+extern int	QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
+						  int want, QueueClaimEmit emit, void *arg);
 
 /* delete.c: completing running jobs without the executor */
 extern int	QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 token,
-							   Datum ***values, bool ***nulls, Datum *retry, int *nretry);
+							   Datum **values, bool **nulls, Datum *retry, int *nretry);
 
 /* groups.c: one job at a time per group_key, and max_running */
 extern bool QueueGroupBusy(QueueInfo *q, text *group_key);

@@ -27,20 +27,14 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/multixact.h"
-#include "access/nbtree.h"
 #include "access/stratnum.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_type.h"
-#include "executor/executor.h"
-#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "direct.h"
@@ -79,45 +73,27 @@ locked_by_us(TupleTableSlot *slot)
 }
 
 /*
- * Claim up to want ready jobs of q with the claim plan which (one of
- * PLAN_CLAIM_* to delete them, PLAN_LEASE_* to mark them running) and its
- * arguments args, calling emit with each job's HELD_* columns as the claim
- * leaves them, in claim order.  Returns the number claimed, or -1, having
+ * Claim up to want ready jobs of q as the claim plan which (one of
+ * PLAN_CLAIM_*) would with its arguments args: deleting them, or marking
+ * them running if in_place (as PLAN_LEASE_* would).  Calls emit with each
+ * job's HELD_* columns as the claim leaves them, in claim order.  Returns the number claimed, or -1, having
  * done nothing, if the table needs SPI.
  */
 int
-QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
+QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args, int want,
 			  QueueClaimEmit emit, void *arg)
 {
-	bool		in_place = which >= PLAN_LEASE_FRONT;
-	Relation	rel = QueueDirectOpen(&q->insert, q, false,
-									  ACL_SELECT | (in_place ? ACL_UPDATE : ACL_DELETE));
-	QueueInsertState *st = q->insert;
-	Relation	ready;
+	QueueDirectScan ds;
+	QueueInsertState *st;
 	ScanKeyData keys[2];
 	int			nkeys = 0;
-	Snapshot	snap;
-	IndexScanDesc scan;
 	TupleTableSlot *old;
 	TupleTableSlot *new;
-	CommandId	cid;
 	Datum		lease_until;
 	int			natts;
 	int			taken = 0;
 	bool		skipped = false;
 
-	if (rel == NULL)
-		return -1;
-	if (!OidIsValid(st->ready_index))
-	{
-		table_close(rel, NoLock);
-		return -1;
-	}
-	/* what the executor checks before an UPDATE of a published table */
-	CheckCmdReplicaIdentity(rel, in_place ? CMD_UPDATE : CMD_DELETE);
-
-	if (in_place)
-		which = (QueuePlanId) (which - (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
 	if (which == PLAN_CLAIM_AT)
 	{
 		ScanKeyInit(&keys[nkeys++], 1, BTEqualStrategyNumber, F_INT4EQ, args[5]);
@@ -128,23 +104,16 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
 	else
 		Assert(which == PLAN_CLAIM_FRONT);
 
-	lease_until = DirectFunctionCall2(timestamptz_pl_interval, args[4], args[0]);
+	if (!QueueDirectScanBegin(&ds, q, in_place ? CMD_UPDATE : CMD_DELETE, false, nkeys))
+		return -1;
+	index_rescan(ds.scan, keys, nkeys, NULL, 0);
+	st = ds.st;
 	old = st->scan_slot;
 	new = st->slot;
 	natts = new->tts_tupleDescriptor->natts;
+	lease_until = DirectFunctionCall2(timestamptz_pl_interval, args[4], args[0]);
 
-	/*
-	 * As SPI would for a statement: see what this transaction did so far
-	 * (jobs promote_due() just made ready, say), from a fresh snapshot.
-	 */
-	CommandCounterIncrement();
-	snap = RegisterSnapshot(GetTransactionSnapshot());
-	cid = GetCurrentCommandId(true);
-	ready = index_open(st->ready_index, AccessShareLock);
-	scan = index_beginscan(rel, ready, snap, nkeys, 0);
-	index_rescan(scan, keys, nkeys, NULL, 0);
-
-	while (taken < want && index_getnext_slot(scan, ForwardScanDirection, old))
+	while (taken < want && index_getnext_slot(ds.scan, ForwardScanDirection, old))
 	{
 		TM_FailureData tmfd;
 		LockTupleMode lockmode;
@@ -180,11 +149,11 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
 		for (bool wait = false;; wait = true)
 		{
 			if (in_place)
-				result = table_tuple_update(rel, &old->tts_tid, new, cid, snap, InvalidSnapshot,
-											wait, &tmfd, &lockmode, &update_indexes);
+				result = table_tuple_update(ds.rel, &old->tts_tid, new, ds.cid, ds.snap,
+											InvalidSnapshot, wait, &tmfd, &lockmode, &update_indexes);
 			else
-				result = table_tuple_delete(rel, &old->tts_tid, cid, snap, InvalidSnapshot,
-											wait, &tmfd, false);
+				result = table_tuple_delete(ds.rel, &old->tts_tid, ds.cid, ds.snap,
+											InvalidSnapshot, wait, &tmfd, false);
 			if (wait || result != TM_BeingModified || !locked_by_us(old))
 				break;
 		}
@@ -199,7 +168,7 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
 			continue;
 		}
 		if (in_place && update_indexes)
-			QueueDirectIndexEntries(st, rel, new, true);
+			QueueDirectIndexEntries(st, ds.rel, new, true);
 
 		for (int c = 0; c < HELD_NCOLS; c++)
 		{
@@ -212,11 +181,6 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, const Datum *args, int want,
 #undef COL
 	}
 
-	index_endscan(scan);
-	index_close(ready, NoLock);
-	ExecClearTuple(old);
-	ExecClearTuple(new);
-	UnregisterSnapshot(snap);
-	table_close(rel, NoLock);
+	QueueDirectScanEnd(&ds);
 	return taken;
 }
