@@ -651,6 +651,22 @@ queue_db_worker_main(Datum arg)
 		}
 
 		old = MemoryContextSwitchTo(pass_cxt);
+
+		/*
+		 * Listeners first: a consumer is waiting on every notification, while
+		 * upkeep is never more than a naptime late anyway.  Jobs that upkeep
+		 * makes ready set this latch again when its transaction commits.
+		 */
+		notify_owed |= notify;
+		notify_all_owed |= notify_all;
+		if ((notify_owed || notify_all_owed) &&
+			now_ts - last_notify >= NOTIFY_INTERVAL_MS * INT64CONST(1000))
+		{
+			if (!send_notifications(notify_all_owed))
+				break;
+			last_notify = now_ts;
+			notify_owed = notify_all_owed = false;
+		}
 		if (next_upkeep == 0 || now_ts >= next_upkeep || orphans)
 		{
 			bool		cleanup = now_ts - last_cleanup >= CLEANUP_INTERVAL_MS * INT64CONST(1000);
@@ -666,17 +682,6 @@ queue_db_worker_main(Datum arg)
 				next_upkeep = Max(due, now_ts);
 			if (orphan_recheck != 0)
 				next_upkeep = Min(next_upkeep, orphan_recheck);
-		}
-		notify_owed |= notify;
-		notify_all_owed |= notify_all;
-		now_ts = GetCurrentTimestamp();
-		if ((notify_owed || notify_all_owed) &&
-			now_ts - last_notify >= NOTIFY_INTERVAL_MS * INT64CONST(1000))
-		{
-			if (!send_notifications(notify_all_owed))
-				break;
-			last_notify = now_ts;
-			notify_owed = notify_all_owed = false;
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pass_cxt);
