@@ -350,3 +350,11 @@ SELECT count(*) FROM pg_temp.hist(:rt_c);
 -- tick returns one row per queue
 SELECT count(*) = (SELECT count(*) FROM queue.queues) AS one_row_per_queue FROM queue.tick();
 SELECT queue FROM queue.tick() WHERE queue LIKE 'man\_%' ORDER BY queue;
+-- the archive is searched by id (history) and by age (cleanup) through
+-- btrees: BRIN would read every page added since the last vacuum
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT state FROM queue.a_man_retention_day WHERE id = 1;
+EXPLAIN (COSTS OFF) SELECT ctid FROM queue.a_man_retention_day WHERE finished_at < now() - interval '1 day' LIMIT 10;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
