@@ -531,77 +531,101 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
 
 
 # ---------------------------------------------------------------- steady state latency
-def producer_loop(conn, stmt, make, rate, seconds, stop):
+def producer_loop(conn, stmt, make, rate, seconds):
+    """Send int(rate * seconds) jobs at a fixed rate, one per transaction.
+    Returns {job id: time the commit was acknowledged}."""
     cur = conn.cursor()
     t0 = time.time()
-    n = int(rate * seconds)
-    for i in range(n):
-        due = t0 + i / rate
-        w = due - time.time()
+    acks = {}
+    for i in range(int(rate * seconds)):
+        w = t0 + i / rate - time.time()
         if w > 0:
             time.sleep(w)
         cur.execute(stmt, (make(time.time()),))
-    stop.set()
+        acks[cur.fetchone()[0]] = time.time()
+    return acks
 
 
-def consume_loop(kind, lat, stop, drain_until, table=None, qname=None):
+def steady_consumer(kind, out, stop, qname=None, table=None):
+    """One steady-state consumer, run in a process of its own (threads would
+    share the GIL with the producer and with each other, adding their waits
+    to every latency).  Puts [(job id, time it had the job, send time)]."""
     c = connect(app="bench consumer")
     cur = c.cursor()
-    if kind in ("queue_listen", "baseline_listen"):
-        cur.execute("LISTEN %s" % ("queue_" + qname if kind == "queue_listen" else table))
-    while True:
-        if stop.is_set() and time.time() > drain_until:
-            break
-        if kind in ("queue_listen", "queue_wait"):
-            w = ", wait => '1 s'" if kind == "queue_wait" else ""
+    recs = []
+    in_tx = kind.endswith("_tx")
+    listen = "listen" in kind
+    if listen:
+        cur.execute("LISTEN %s" % ("queue_" + qname if kind.startswith("queue") else table))
+    while not stop.is_set():
+        if in_tx:
+            cur.execute("BEGIN")
+        if kind.startswith("queue"):
+            w = "" if listen else ", wait => '1 s'"
             cur.execute("SELECT id, payload FROM queue.claim(%%s, 100%s)" % w, (qname,))
             rows = cur.fetchall()
             t = time.time()
             if rows:
-                for _, pl in rows:
-                    lat.append((t - pl["ts"]) * 1000)
                 cur.execute("SELECT queue.complete(%s::bigint[])", ([r[0] for r in rows],))
         else:  # baseline
             cur.execute(base_claim(table, 100))
             rows = cur.fetchall()
             t = time.time()
             if rows:
-                for _, pl, _a in rows:
-                    lat.append((t - pl["ts"]) * 1000)
                 cur.execute("DELETE FROM %s WHERE id = ANY (%%s)" % table, ([r[0] for r in rows],))
-        if not rows and kind != "queue_wait":
-            if kind.endswith("listen"):
-                if select.select([c], [], [], 0.5)[0]:
-                    c.poll()
-                    del c.notifies[:]
-            else:
-                time.sleep(0.1)
+        if in_tx:
+            cur.execute("COMMIT")
+        recs.extend((r[0], t, r[1]["ts"]) for r in rows)
+        if rows or not listen:
+            continue
+        # a notification that came with the last result is already read
+        if c.notifies:
+            del c.notifies[:]
+            continue
+        if select.select([c], [], [], 0.5)[0]:
+            c.poll()
+            del c.notifies[:]
     c.close()
+    out.put(recs)
 
 
-def pgq_consume_loop(q, lat, stop, drain_until, poll=0.1):
+def pgq_steady_consumer(q, out, stop, poll=0.1):
     c = connect(autocommit=False, app="bench pgq consumer")
     cur = c.cursor()
-    while not (stop.is_set() and time.time() > drain_until):
+    recs = []
+    while not stop.is_set():
         cur.execute("SELECT pgq.next_batch(%s, 'c')", (q,))
         bid = cur.fetchone()[0]
         if bid is None:
             c.commit()
             time.sleep(poll)
             continue
-        cur.execute("SELECT ev_data FROM pgq.get_batch_events(%s)", (bid,))
+        cur.execute("SELECT ev_id, ev_data FROM pgq.get_batch_events(%s)", (bid,))
         rows = cur.fetchall()
         t = time.time()
-        for (d,) in rows:
-            lat.append((t - json.loads(d)["ts"]) * 1000)
+        recs.extend((i, t, json.loads(d)["ts"]) for i, d in rows)
         cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
         c.commit()
     c.close()
+    out.put(recs)
+
+
+STEADY_KIND = {
+    "LISTEN queue_<name>, claim 100": "queue_listen",
+    "claim(wait => 1 s), 100": "queue_wait",
+    "claim(wait => 1 s), 100, in the consumer's txn": "queue_wait_tx",
+    "LISTEN + pg_notify() per job, claim 100": "baseline_listen",
+    "LISTEN + pg_notify() per job, claim 100, in the consumer's txn": "baseline_listen_tx",
+}
 
 
 def run_steady(cfg, res, system, variant):
+    """End-to-end latency at a fixed offered load.  Latency runs from the
+    producer's commit (the enqueue call returned) to the moment a consumer
+    has the job: claim returned it, inside the consumer's transaction for the
+    "in the consumer's txn" variants, after the claim committed otherwise.
+    The time from the producer's send is reported beside it."""
     rate, secs = cfg.steady_rate, cfg.steady_s
-    lat = []
     consumers = 2
     if system in ("pgboss", "graphile"):
         reset(system)
@@ -609,43 +633,56 @@ def run_steady(cfg, res, system, variant):
         lat_stats = r
         got = r["n"]
     else:
-        stop = threading.Event()
-        tail = 3.0
-        threads = []
+        import multiprocessing
+        mp = multiprocessing.get_context("fork")
+        stop, out = mp.Event(), mp.Queue()
+        procs = []
         if system == "queue":
             queue_recreate("bl")
-            stmt, mk = "SELECT queue.enqueue('bl', %s::jsonb)", None
-            kind = "queue_listen" if variant.startswith("LISTEN") else "queue_wait"
+            stmt = "SELECT queue.enqueue('bl', %s::jsonb)"
             for _ in range(consumers):
-                threads.append(threading.Thread(target=consume_loop, args=(kind, lat, stop, 0), kwargs={"qname": "bl"}))
+                procs.append(mp.Process(target=steady_consumer, args=(STEADY_KIND[variant], out, stop), kwargs={"qname": "bl"}))
         elif system == "baseline":
             sql("TRUNCATE base_lat")
-            stmt = "WITH j AS (INSERT INTO base_lat (payload) VALUES (%s::jsonb) RETURNING id) SELECT pg_notify('base_lat', '') FROM j"
+            stmt = ("WITH j AS (INSERT INTO base_lat (payload) VALUES (%s::jsonb) RETURNING id), "
+                    "n AS (SELECT pg_notify('base_lat', '')) SELECT j.id FROM j, n")
             for _ in range(consumers):
-                threads.append(threading.Thread(target=consume_loop, args=("baseline_listen", lat, stop, 0), kwargs={"table": "base_lat"}))
+                procs.append(mp.Process(target=steady_consumer, args=(STEADY_KIND[variant], out, stop), kwargs={"table": "base_lat"}))
         elif system == "pgq":
             pgq_recreate("pql")
             stmt = "SELECT pgq.insert_event('pql', 'job', %s)"
             consumers = 1
-            threads.append(threading.Thread(target=pgq_consume_loop, args=("pql", lat, stop, 0)))
-        for t in threads:
-            t.start()
+            procs.append(mp.Process(target=pgq_steady_consumer, args=("pql", out, stop)))
+        for p in procs:
+            p.start()
         time.sleep(0.5)
         pc = connect(app="bench producer")
-        producer_loop(pc, stmt, lambda ts: make_payload(100, ts=ts), rate, secs, threading.Event())
-        # let the consumers catch up, then stop them
-        deadline = time.time() + 10
-        while len(lat) < int(rate * secs) and time.time() < deadline:
-            time.sleep(0.1)
-        stop.set()
-        for t in threads:
-            t.join(timeout=15)
+        acks = producer_loop(pc, stmt, lambda ts: make_payload(100, ts=ts), rate, secs)
         pc.close()
-        got = len(lat)
-        lat_stats = {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99), "max": max(lat) if lat else None}
+        # let the consumers catch up (PgQ waits for its next tick), then stop them
+        time.sleep(3.0 if system == "pgq" else 1.0)
+        stop.set()
+        recs = []
+        for p in procs:
+            try:
+                recs += out.get(timeout=30)
+            except Exception:
+                pass
+        for p in procs:
+            p.join(timeout=15)
+            if p.is_alive():
+                p.terminate()
+        lat = [(t - acks[i]) * 1000 for i, t, _ in recs if i in acks]
+        sent = [(t - ts) * 1000 for _, t, ts in recs]
+        got = len(recs)
+        lat_stats = {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99), "max": max(lat) if lat else None,
+                     "send_p50": pct(sent, 50), "send_p99": pct(sent, 99)}
     for m in ("p50", "p95", "p99", "max"):
         if lat_stats.get(m) is not None:
             res.add("latency", variant, system, consumers, 0, m, round(lat_stats[m], 2), "ms")
+    for m in ("send_p50", "send_p99"):
+        if lat_stats.get(m) is not None:
+            res.add("latency", variant, system, consumers, 0, m.replace("_", " "), round(lat_stats[m], 2), "ms")
     res.add("latency", variant, system, consumers, 0, "received", got, "jobs", "of %d sent" % int(rate * secs))
 
 
@@ -1089,9 +1126,9 @@ def main():
     def w_latency():
         plan = []
         if "queue" in systems:
-            plan += [("queue", "LISTEN queue_<name>, claim 100"), ("queue", "claim(wait => 1 s), 100")]
+            plan += [("queue", v) for v in STEADY_KIND if STEADY_KIND[v].startswith("queue")]
         if "baseline" in systems:
-            plan += [("baseline", "LISTEN + pg_notify() per job, claim 100")]
+            plan += [("baseline", v) for v in STEADY_KIND if STEADY_KIND[v].startswith("baseline")]
         if "pgq" in systems:
             plan += [("pgq", "pgqd ticker (defaults), next_batch polled every 100 ms")]
         if "pgboss" in systems:

@@ -120,13 +120,17 @@ def latency_table():
     keys = sorted({(k[2], k[1], k[3]) for k in agg if k[0] == "latency"}, key=lambda x: SYSTEMS.index(x[0]))
     if not keys:
         return "(not run)\n"
-    lines = ["| system | wake-up | consumers | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) | received |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| system | wake-up | consumers | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) | from send: p50 / p99 (ms) "
+             "| received |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s, v, c in keys:
         vals = []
-        for m in ("p50", "p95", "p99", "max", "received"):
+        for m in ("p50", "p95", "p99", "max", "send p50", "received"):
             st = stat(("latency", v, s, c, m))
             vals.append(fmt(st["median"]) if st and st.get("median") is not None else "-")
+        st = stat(("latency", v, s, c, "send p99"))
+        if st and st.get("median") is not None:
+            vals[4] += " / " + fmt(st["median"])
         rk = ("latency", v, s, c, "received")
         if rk in notes:
             vals[-1] += " " + notes[rk]
@@ -397,9 +401,14 @@ def main():
     w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above):\n")
     w(table("payload drain"))
     w("## Steady state: end-to-end latency\n")
-    w("A producer at a fixed rate (one job per transaction, its send time in the payload) and consumers woken the "
-      "system's own way; latency = time the consumer has the job − time the producer sent it (both clocks on this "
-      "machine). pg-boss and graphile-worker run in Node (client-side overhead included).\n")
+    w("A producer at a fixed rate (one job per transaction) and consumers woken the system's own way, each in a "
+      "process of its own. Latency = time a consumer has the job (its claim returned it) − time the producer's "
+      "enqueue commit was acknowledged, matched by job id; both clocks are this machine's. A consumer can have the "
+      "job a few µs before the producer hears its commit, so small values can be negative. \"In the consumer's txn\" "
+      "consumers claim and complete in one transaction, so they have the job before anything commits; the others "
+      "claim in a transaction of their own (a lease), so the claim's commit is part of their latency. \"From send\" "
+      "is measured from before the producer's enqueue call instead, so it adds the enqueue's own round trip and "
+      "commit. pg-boss and graphile-worker run in Node (client-side overhead included).\n")
     w(latency_table())
     w("## Scheduled jobs\n")
     w("Jobs due at evenly spread times; lateness = time a consumer has the job − its due time. queue: "

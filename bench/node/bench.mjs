@@ -265,20 +265,22 @@ cmds.drain = async () => {
   return { jobs: done, seconds: elapsed, rate: done / elapsed, backlog: before };
 };
 
-// Steady state: a producer at `rate` jobs/s (timestamp in the payload) and
-// `consumers` consumers woken the system's own way; end-to-end latency.
+// Steady state: a producer at `rate` jobs/s (send time in the payload) and
+// `consumers` consumers woken the system's own way.  Latency runs from the
+// producer's commit (send() resolved) to the moment a handler has the job;
+// the time from the send is reported beside it.
 cmds.steady = async () => {
   const { system, rate = 200, seconds = 10, consumers = 2, bytes = 100 } = args;
-  const lat = [];
-  let stopConsumers;
+  const got = [];  // [job id, time the handler had it, send time]
+  let acks;
   if (system === 'pgboss') {
     const boss = await bossStart({ useListenNotify: true });
     await bossEnsureQueue(boss, { notify: true });
     const cons = await bossStart({ useListenNotify: true });
     await cons.work(QNAME, { batchSize: 100, localConcurrency: consumers, burstWhenBatchFull: true },
-      async (jobs) => { const t = now(); for (const j of jobs) lat.push(t - j.data.ts); });
+      async (jobs) => { const t = now(); for (const j of jobs) got.push([String(j.id), t, j.data.ts]); });
     await sleep(500);
-    await produce(rate, seconds, (ts) => boss.send(QNAME, payload(bytes, { ts })));
+    acks = await produce(rate, seconds, async (ts) => boss.send(QNAME, payload(bytes, { ts })));
     await sleep(2000 + 1000);
     await cons.stop({ graceful: false, close: true });
     await boss.stop({ graceful: false, close: true });
@@ -286,30 +288,35 @@ cmds.steady = async () => {
     const pool = new pg.Pool({ ...conn, max: consumers + 2 });
     const runner = await run({
       pgPool: pool, concurrency: consumers, noHandleSignals: true, logger: quietLogger(),
-      taskList: { [TASK]: async (p) => { lat.push(now() - p.ts); } },
+      taskList: { [TASK]: async (p, helpers) => { got.push([String(helpers.job.id), now(), p.ts]); } },
     });
     const ppool = new pg.Pool({ ...conn, max: 2 });
     const utils = await makeWorkerUtils({ pgPool: ppool, logger: quietLogger() });
     await sleep(500);
-    await produce(rate, seconds, (ts) => utils.addJob(TASK, payload(bytes, { ts })));
+    acks = await produce(rate, seconds, async (ts) => (await utils.addJob(TASK, payload(bytes, { ts }))).id);
     await sleep(3000);
     await runner.stop(); await pool.end();
     await utils.release(); await ppool.end();
   }
-  return { sent: Math.round(rate * seconds), ...summary(lat) };
+  const lat = got.filter(([id]) => acks.has(id)).map(([id, t]) => t - acks.get(id));
+  const sent = summary(got.map(([, t, ts]) => t - ts));
+  return { sent: Math.round(rate * seconds), ...summary(lat), n: got.length, send_p50: sent.p50, send_p99: sent.p99 };
 };
 
 // fixed-rate producer: job i is sent at t0 + i/rate (one connection, one job
-// per transaction, like the SQL producers)
+// per transaction, like the SQL producers); returns Map(job id -> ack time)
 async function produce(rate, seconds, send) {
   const t0 = Date.now();
   const n = Math.round(rate * seconds);
+  const acks = new Map();
   for (let i = 0; i < n; i++) {
     const due = t0 + (i * 1000) / rate;
     const w = due - Date.now();
     if (w > 1) await sleep(w);
-    await send(now());
+    const id = await send(now());
+    acks.set(String(id), now());
   }
+  return acks;
 }
 
 // Scheduled: n jobs due at spread-out times over `spread` seconds, starting
