@@ -115,6 +115,10 @@ sub close
 		$self->{h}->finish;
 	};
 	eval { $self->{h}->kill_kill; };
+	# psql has exited, but its backend may not yet have read the goodbye; a
+	# stop in that window logs a FATAL for it, so wait for it to go.
+	my $deadline = time + 10;
+	sleep 0.005 while kill(0, $self->{pid}) && time < $deadline;
 	return;
 }
 
@@ -249,6 +253,20 @@ sub workers_sql
 	my ($db) = @_;
 	return qq{SELECT count(*) FROM pg_stat_activity
 	           WHERE backend_type = 'queue worker' AND datname = '$db'};
+}
+
+# Waits until no client backend but those in @keep (sessions left open on
+# purpose) is connected to $node, so that stopping it terminates nobody else.
+sub settle
+{
+	my ($node, @keep) = @_;
+	my $s = QueueTestSession->new($node, 'postgres', 'settle');
+	my $others = 'SELECT count(*) FROM pg_stat_activity'
+	  . q{ WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()}
+	  . (@keep ? ' AND pid NOT IN (' . join(',', @keep) . ')' : '');
+	poll_for($s, $others, '0', 30);
+	$s->close;
+	return;
 }
 
 my $launcher_sql =
@@ -658,6 +676,7 @@ $mon->close;
 $app->close;
 listener_stop($listen);
 $terminated_pids{ $rclaimer->{pid} } = 1;
+settle($node, $rclaimer->{pid});
 $node->restart;
 $rclaimer->close;
 restart_checks('fast restart', 1);
@@ -847,10 +866,12 @@ like($err, qr/ERROR:.*claim with wait needs queue in shared_preload_libraries/,
 ok(time - $t0 < 1, 'no preload: at once, not after waiting');
 is($plain->safe_psql('postgres', q{SELECT count(*) FROM queue.claim('p', wait => '0 s')}),
 	'0', 'no preload: claim with a zero wait is a plain claim');
+settle($plain);
 $plain->stop;
 
 # ---------------------------------------------------------------- 10. logs
 
+settle($node);
 $node->stop;
 
 sub check_log

@@ -44,6 +44,29 @@ while True:
         print('notify %s %.6f %d' % (n.channel, time.time(), n.pid), flush=True)
 PY
 
+# Waits until no other client backend is connected to $node, then until the
+# backend of the query that saw so has exited: a backend still reading its
+# client's goodbye when the node stops logs a FATAL.
+sub settle
+{
+	my ($node) = @_;
+	my $deadline = time + 30;
+	while (time < $deadline)
+	{
+		my ($me, $others) = split /\|/, $node->safe_psql('postgres',
+			q{SELECT pg_backend_pid(), count(*) FROM pg_stat_activity
+			  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()});
+		if ($others == 0)
+		{
+			sleep 0.005 while kill(0, $me) && time < $deadline;
+			return;
+		}
+		sleep 0.01;
+	}
+	diag('settle: client backends still connected after 30 s');
+	return;
+}
+
 sub listener_start
 {
 	my ($node, $db, @channels) = @_;
@@ -149,6 +172,7 @@ SELECT queue.enqueue('s', '{"j": "later"}', run_at => clock_timestamp() + interv
 my ($overdue_at, $later_at) = split /\n/, $primary->safe_psql('app',
 	"SELECT extract(epoch FROM run_at) FROM queue._job WHERE id IN ($overdue, $later) ORDER BY id");
 $primary->wait_for_catchup($standby);
+settle($primary);
 $primary->stop;
 # (the primary's worker would have promoted the job had it been running then)
 my $stopped_in_time = time < $overdue_at - 0.1;
@@ -223,6 +247,7 @@ is( $standby->safe_psql('app',
 	'overdue,later,new', 'all three jobs are claimable on the promoted node');
 
 listener_stop($listen);
+settle($standby);
 $standby->stop;
 
 # ---------------------------------------------------------------- logs
