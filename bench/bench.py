@@ -73,7 +73,7 @@ class Cfg:
             self.groups = [None, 1, 1000]
             self.payloads = [2048]
         else:
-            self.reps = int(env("BENCH_REPS", 1))
+            self.reps = int(env("BENCH_REPS", 3))
             self.enq_s = float(env("ENQ_SECONDS", 4))
             # the 4-client configurations run `reps` times, the others once
             self.main_clients = 4
@@ -186,7 +186,20 @@ def pct(values, p):
     return s[i]
 
 
-def checkpoint():
+# the tables autovacuum would pick now, by its default thresholds
+DUE_FOR_VACUUM = """
+SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables
+ WHERE n_dead_tup > 50 + 0.2 * n_live_tup
+    OR n_ins_since_vacuum > 1000 + 0.2 * n_live_tup
+ ORDER BY 1"""
+
+
+def quiesce():
+    """Before a measured run: VACUUM ANALYZE what autovacuum would pick, then
+    CHECKPOINT. Left to autovacuum, the cleanup after earlier runs (throttled,
+    10-20 s per table on this VM) landed in whichever system's run came next."""
+    for (t,) in sql(DUE_FOR_VACUUM, fetch="all"):
+        sql("VACUUM ANALYZE %s" % t)
     sql("CHECKPOINT")
 
 
@@ -301,7 +314,7 @@ def reset(system):
         pgq_recreate("pq")
     else:
         node({"cmd": "reset", "system": system})
-    checkpoint()
+    quiesce()
 
 
 # ---------------------------------------------------------------- enqueue
@@ -452,7 +465,7 @@ def top_up(system, target, clients, p, batch=1):
                 sql("INSERT INTO base_jobs (payload) SELECT %%s::jsonb FROM generate_series(1, %d)" % k, (p,))
             need -= k
     vacuum(system)
-    checkpoint()
+    quiesce()
     return backlog(system, clients)
 
 
@@ -693,6 +706,7 @@ def run_scheduled(cfg, res, system):
         r = node({"cmd": "scheduled", "system": system, "n": n, "spread": spread, "lead": lead}, timeout=600)
         late, got = r, r["got"]
     else:
+        quiesce()
         start = time.time() + lead
         lat = []
         if system == "queue":
@@ -706,7 +720,7 @@ def run_scheduled(cfg, res, system):
                    SELECT jsonb_build_object('due', extract(epoch FROM t), 'pad', %s), t
                    FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s""",
                 ("x" * 60, start, spread / n, n))
-        checkpoint()
+        sql("CHECKPOINT")
         stop = threading.Event()
 
         def consumer():
@@ -881,7 +895,7 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
                 "\\if :id > 0\nDELETE FROM base_h WHERE id = :id::bigint;\n\\endif\nCOMMIT;\n" % base_claim("base_h", 1))
         tables = ["base_h"]
     sql("VACUUM ANALYZE %s" % tables[0])
-    checkpoint()
+    quiesce()
     logdir = tempfile.mkdtemp(prefix="hz_", dir="/tmp")
     os.chmod(logdir, 0o777)
     samples = []
@@ -1001,7 +1015,7 @@ def run_groups(cfg, res, groups, seconds, rates, rep):
             sql("SELECT count(queue.enqueue('bg', %%s::jsonb, group_key => 'g' || (i %%%% %d))) "
                 "FROM generate_series(%d, %d) i" % (groups, lo + 1, min(n, lo + 1000)), (p,))
     sql("VACUUM ANALYZE queue.q_bg")
-    checkpoint()
+    quiesce()
     before = sql("SELECT count(*) FROM queue.q_bg", fetch="val")
     script = ("BEGIN;\nSELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
               "FROM queue.claim('bg', 100) \\gset\nSELECT queue.complete(:ids::bigint[]);\nCOMMIT;\n")
@@ -1052,7 +1066,14 @@ def main():
     log("setting up")
     setup_db()
 
+    def rotated(rep):
+        # each rep starts the cell with a different system, so that none is
+        # always the one that runs right after another cell's last system
+        k = rep % len(systems)
+        return systems[k:] + systems[:k]
+
     def guarded(what, f, *a, **k):
+        log(what)
         try:
             return f(*a, **k)
         except Exception as e:  # noqa
@@ -1074,11 +1095,11 @@ def main():
             for clients in cfg.clients:
                 if clients != cfg.main_clients and rep >= cfg.side_reps:
                     continue
-                for s in systems:
+                for s in rotated(rep):
                     guarded("enqueue %s c%d" % (s, clients), run_enqueue, cfg, res, s, clients, 1, cfg.enq_s, rep=rep)
-            for s in systems:
+            for s in rotated(rep):
                 guarded("enqueue100 %s" % s, run_enqueue, cfg, res, s, 4, 100, cfg.enq_s, rep=rep)
-            for s in systems:
+            for s in rotated(rep):
                 guarded("bulk %s" % s, run_bulk, cfg, res, s, 10000, rep)
     section("enqueue", w_enqueue)
 
@@ -1088,19 +1109,18 @@ def main():
     def w_drain():
         for rep in range(cfg.reps):
             for batch, mode in cfg.drain_matrix:
-                if True:
-                    for clients in cfg.drain_clients:
-                        if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "leased"):
+                for clients in cfg.drain_clients:
+                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "leased"):
+                        continue
+                    for s in rotated(rep):
+                        if s == "pgq" and batch == 1:
+                            continue  # PgQ hands out batches per tick only
+                        if s == "graphile" and mode == "tx":
+                            continue  # graphile-worker completes after the task, in its own transaction
+                        if s == "floor" and mode == "leased":
                             continue
-                        for s in systems:
-                            if s == "pgq" and batch == 1:
-                                continue  # PgQ hands out batches per tick only
-                            if s == "graphile" and mode == "tx":
-                                continue  # graphile-worker completes after the task, in its own transaction
-                            if s == "floor" and mode == "leased":
-                                continue
-                            guarded("drain %s b%d %s c%d" % (s, batch, mode, clients),
-                                    run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates, rep=rep)
+                        guarded("drain %s b%d %s c%d" % (s, batch, mode, clients),
+                                run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates, rep=rep)
     section("drain", w_drain)
 
     # ---- payload size: enqueue (4 clients) and drain (claim 100, one txn, 4 consumers)

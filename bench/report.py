@@ -370,7 +370,9 @@ def main():
     w("")
     w("Every figure is the median of the runs, [min–max] when there were several, and (×) its ratio to the "
       "hand-written baseline measured in the same run. Throughputs: higher is better; latencies and durations: lower "
-      "is better. Runs of the systems are interleaved, so slow drifts of this shared 2-core VM hit all of them.\n")
+      "is better. Runs of the systems are interleaved, each repetition starting with a different system, so slow "
+      "drifts of this shared 2-core VM hit all of them. Before every run, the tables autovacuum would pick are "
+      "vacuumed and a checkpoint is taken, so no run pays for another's cleanup.\n")
     w("## Headline\n")
     w(headline())
     w("![throughput relative to the baseline](chart.svg)\n")
