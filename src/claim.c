@@ -102,6 +102,20 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	taken = QueueTakeJobs(q, which, in_place, args, want, emit_job, &out);
 	if (taken < 0)
 	{
+		/*
+		 * SKIP LOCKED does not tell what it passed over, and the cursor is
+		 * then raised past the jobs taken.  A job locked by someone other
+		 * than a claim would be left behind it, so count everything from the
+		 * scan's start as passed over: a claim a second later looks there
+		 * again (see QueueCursorSkipped).  PLAN_CLAIM_BELOW's scan follows
+		 * PLAN_CLAIM_AT's, whose start (args 5 and 6) comes before it.
+		 */
+		if (which == PLAN_CLAIM_FRONT)
+			QueueCursorSkipped(q->qno, PG_INT32_MAX, PG_INT64_MIN, DatumGetTimestampTz(args[4]));
+		else
+			QueueCursorSkipped(q->qno, DatumGetInt32(args[5]), DatumGetInt64(args[6]),
+							   DatumGetTimestampTz(args[4]));
+
 		/* see plan_sql(): a claim that is a transaction of its own */
 		if (in_place)
 			which = (QueuePlanId) (which + (PLAN_LEASE_FRONT - PLAN_CLAIM_FRONT));
