@@ -186,6 +186,31 @@ def pct(values, p):
     return s[i]
 
 
+class WalMeter:
+    """WAL written and flushed across the cluster while a run lasts, per job.
+    Bytes come from the insert position, so they are exact; flushes
+    (pg_stat_wal.wal_sync) from the statistics, which backends report when
+    they go idle or exit, so this session forces its own report first."""
+
+    def __init__(self):
+        self.start = self._now()
+
+    @staticmethod
+    def _now():
+        sql("SELECT pg_stat_force_next_flush()")
+        sql("SELECT pg_stat_clear_snapshot()")
+        return sql("SELECT pg_current_wal_insert_lsn() - '0/0', wal_sync FROM pg_stat_wal", fetch="one")
+
+    def record(self, res, workload, variant, system, clients, rep, jobs):
+        if jobs <= 0:
+            return
+        time.sleep(0.3)  # pgbench's backends report their statistics as they exit
+        end = self._now()
+        v = "%s: %s" % (workload, variant)
+        res.add("wal", v, system, clients, rep, "WAL per job", round(float(end[0] - self.start[0]) / jobs, 1), "bytes")
+        res.add("wal", v, system, clients, rep, "WAL flushes per job", round(float(end[1] - self.start[1]) / jobs, 3), "flushes")
+
+
 # the tables autovacuum would pick now, by its default thresholds
 DUE_FOR_VACUUM = """
 SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables
@@ -352,10 +377,13 @@ def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload=
         rate = r["rate"]
     else:
         defs = {"p": p} if batch == 1 else {"arr": pg_array([p] * batch)}
+        wal = WalMeter()
         r = pgbench(enqueue_script(system, batch), clients, seconds, defs)
         rate = r["tps"] * batch
-    res.add(workload, variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch), system, clients, rep,
-            "throughput", round(rate, 1), "jobs/s")
+    variant = variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch)
+    if system not in ("pgboss", "graphile"):
+        wal.record(res, workload, variant, system, clients, rep, r["tx"] * batch)
+    res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
     return rate
 
 
@@ -527,12 +555,15 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
             rate, jobs, dry = r["rate"], r["jobs"], r["jobs"] >= r.get("backlog", target)
         else:
             before = top_up(system, target, clients, p, batch)
+            wal = WalMeter()
             r = pgbench(drain_script(system, batch, mode), clients, seconds, {"n": 0})
             after = backlog(system, clients)
             jobs = before - after
             rate = jobs / r["seconds"]
             dry = ran_dry(system, clients)
         if not dry:
+            if system not in ("pgboss", "graphile"):
+                wal.record(res, workload, variant, system, clients, rep, jobs)
             break
         if attempt == 1 and target < cap:
             log("backlog ran dry (%s, %s, %d clients): again with a larger one" % (system, variant, clients))
@@ -957,7 +988,10 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
                 if parts[2] == "skipped":
                     continue
                 w = int((tend - t0) // window)
-                lat_by_w.setdefault(w, []).append(int(parts[2]) / 1000.0)
+                # with -R the logged time counts from the scheduled start;
+                # the 7th field is how late the transaction started
+                lag = int(parts[6]) if len(parts) > 6 else 0
+                lat_by_w.setdefault(w, []).append((int(parts[2]) / 1000.0, (int(parts[2]) - lag) / 1000.0))
     subprocess.run(["rm", "-rf", logdir])
     nwin = int(total // window)
     series = []
@@ -970,9 +1004,11 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
         smp = [s for s in samples if start <= s[0] < start + window]
         dead = smp[-1][2] if smp else None
         size = smp[-1][3] if smp else None
-        series.append((start, ph, len(lats) / window, pct(lats, 99), dead, size))
+        p99 = pct([x[0] for x in lats], 99)
+        own99 = pct([x[1] for x in lats], 99)
+        series.append((start, ph, len(lats) / window, p99, dead, size, own99))
         res.add("horizon_series", variant, system, 2, w, "window", json.dumps(
-            {"t": start, "phase": ph, "tput": round(len(lats) / window, 1), "p99_ms": pct(lats, 99),
+            {"t": start, "phase": ph, "tput": round(len(lats) / window, 1), "p99_ms": p99, "own_p99_ms": own99,
              "dead": dead, "bytes": size}), "json")
     def mean(ph, i):
         v = [s[i] for s in series if s[1] == ph and s[i] is not None]
@@ -985,6 +1021,10 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
         v = [s[3] for s in series if s[1] == ph and s[3] is not None]
         if v:
             res.add("horizon", variant, system, 2, 0, "claim p99 " + ph, round(max(v), 2), "ms", "worst window")
+    for ph in ("clean", "held", "after"):
+        v = [s[6] for s in series if s[1] == ph and s[6] is not None]
+        if v:
+            res.add("horizon", variant, system, 2, 0, "claim p99, own time, " + ph, round(max(v), 2), "ms", "worst window")
     if tc_ and th_ is not None:
         res.add("horizon", variant, system, 2, 0, "kept (held/clean)", round(th_ / tc_, 3), "ratio")
     if series:
