@@ -25,3 +25,18 @@ include $(PGXS)
 
 # PGXS does not track header dependencies.
 $(OBJS): src/queue.h src/direct.h
+
+# Static analysis, not part of the build: make lint (needs cppcheck and
+# clang-tidy).  The server's headers are checked by PostgreSQL, not here;
+# clang-tidy's advice to use memset_s() and friends is off: glibc has none.
+PG_INCLUDE = $(shell $(PG_CONFIG) --includedir-server)
+lint:
+	cppcheck --quiet --error-exitcode=1 --std=c11 -D__GNUC__ \
+		--enable=warning,style,performance,portability --inline-suppr \
+		--suppress='*:$(PG_INCLUDE)/*' --suppress=toomanyconfigs \
+		-I $(PG_INCLUDE) -I src src/*.c
+	clang-tidy --quiet --warnings-as-errors='*' \
+		--checks=-clang-analyzer-security.insecureAPI.DeprecatedOrUnsafeBufferHandling \
+		src/*.c -- -I $(PG_INCLUDE) -I src
+
+.PHONY: lint

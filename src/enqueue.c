@@ -210,8 +210,6 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 	Datum	   *ids;
 	int64		first_seq = 0;
 	const char *first_state;
-	Datum		values[7];
-	char		nulls[7] = "       ";
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -276,6 +274,9 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 						 priority, group_key, elems))
 	{
 		/* the table needs the executor (triggers, row security) */
+		Datum		values[7];
+		char		nulls[7] = "       ";
+
 		values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 		values[1] = PointerGetDatum(payloads);
 		values[2] = TimestampTzGetDatum(run_at);

@@ -369,8 +369,8 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 		return NULL;
 
 	/* (pg_class_aclcheck() wants any of the bits, we want all) */
-	for (AclMode bit = 1; bit <= mode; bit <<= 1)
-		if ((mode & bit) != 0 && pg_class_aclcheck(st->relid, GetUserId(), bit) != ACLCHECK_OK)
+	for (AclMode one = 1; one <= mode; one <<= 1)
+		if ((mode & one) != 0 && pg_class_aclcheck(st->relid, GetUserId(), one) != ACLCHECK_OK)
 			return NULL;
 
 	rel = table_open(st->relid, RowExclusiveLock);

@@ -145,8 +145,6 @@ clear_pending(void)
 static void
 listen_xact_callback(XactEvent event, void *arg)
 {
-	ListCell   *lc;
-
 	/* (a LISTEN in a rolled-back savepoint left published_in_xact only) */
 	if (pending == NIL && !published_in_xact)
 		return;
@@ -156,6 +154,7 @@ listen_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			{
 				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+				ListCell   *lc;
 
 				foreach(lc, pending)
 					committed = apply(committed, lfirst(lc));

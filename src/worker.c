@@ -401,11 +401,11 @@ static void
 learn_channels(void)
 {
 	HASH_SEQ_STATUS status;
-	Channel    *c;
+	Channel    *old;
 
 	hash_seq_init(&status, channels);
-	while ((c = hash_seq_search(&status)) != NULL)
-		hash_search(channels, &c->qno, HASH_REMOVE, NULL);
+	while ((old = hash_seq_search(&status)) != NULL)
+		hash_search(channels, &old->qno, HASH_REMOVE, NULL);
 	channels_stale = false;
 	channels_relid = get_relname_relid("queue_config", get_namespace_oid("queue", false));
 	SPI_execute("SELECT qno, 'queue_' || name FROM queue.queue_config", true, 0);
@@ -428,7 +428,6 @@ static bool
 send_notifications(bool all)
 {
 	List	   *qnos = QueueTakeNotifications(MyDatabaseId);
-	ListCell   *lc;
 
 	if (qnos == NIL && !all)
 		return true;
@@ -463,6 +462,8 @@ send_notifications(bool all)
 	}
 	else
 	{
+		ListCell   *lc;
+
 		foreach(lc, qnos)
 		{
 			Channel    *c = hash_search(channels, &lfirst_int(lc), HASH_FIND, NULL);
