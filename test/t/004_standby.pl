@@ -10,128 +10,13 @@
 use strict;
 use warnings;
 
-use IPC::Run;
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use QueueTest;
 
 # ---------------------------------------------------------------- helpers
-
-# A LISTEN session in python3 with psycopg2 that prints, for every
-# notification, its channel and the time it arrived (as in 003_worker.pl).
-my $listener_py = <<'PY';
-import select, sys, time
-import psycopg2, psycopg2.extensions
-conn = psycopg2.connect(sys.argv[1])
-conn.set_isolation_level(psycopg2.extensions.ISOLATION_LEVEL_AUTOCOMMIT)
-cur = conn.cursor()
-for ch in sys.argv[2:]:
-    cur.execute('LISTEN "%s"' % ch)
-cur.execute('SELECT pg_backend_pid()')
-print('ready %d' % cur.fetchone()[0], flush=True)
-while True:
-    r, _, _ = select.select([conn, sys.stdin], [], [], 1.0)
-    if sys.stdin in r:
-        # any input, or its end, means stop: leave without the server
-        # writing a notification to a closed socket
-        cur.execute('UNLISTEN *')
-        conn.close()
-        break
-    conn.poll()
-    while conn.notifies:
-        n = conn.notifies.pop(0)
-        print('notify %s %.6f %d' % (n.channel, time.time(), n.pid), flush=True)
-PY
-
-# Waits until no other client backend is connected to $node, then until the
-# backend of the query that saw so has exited: a backend still reading its
-# client's goodbye when the node stops logs a FATAL.
-sub settle
-{
-	my ($node) = @_;
-	my $deadline = time + 30;
-	while (time < $deadline)
-	{
-		my ($me, $others) = split /\|/, $node->safe_psql('postgres',
-			q{SELECT pg_backend_pid(), count(*) FROM pg_stat_activity
-			  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()});
-		if ($others == 0)
-		{
-			sleep 0.005 while kill(0, $me) && time < $deadline;
-			return;
-		}
-		sleep 0.01;
-	}
-	diag('settle: client backends still connected after 30 s');
-	return;
-}
-
-sub listener_start
-{
-	my ($node, $db, @channels) = @_;
-	my $l = { in => '', out => '', err => '' };
-	$l->{h} = IPC::Run::start([ 'python3', '-c', $listener_py, $node->connstr($db), @channels ],
-		'<', \$l->{in}, '>', \$l->{out}, '2>', \$l->{err});
-	my $deadline = time + 30;
-	while ($l->{out} !~ /^ready (\d+)\n/m)
-	{
-		die "listener did not start: $l->{err}"
-		  if time > $deadline || !$l->{h}->pumpable;
-		$l->{h}->pump_nb;
-		sleep 0.005;
-	}
-	$l->{out} =~ s/^ready (\d+)\n//m;
-	return $l;
-}
-
-# Waits up to $timeout for a notification on $channel; returns the time it
-# arrived, or undef.
-sub listener_wait
-{
-	my ($l, $channel, $timeout) = @_;
-	my $deadline = time + $timeout;
-	while (1)
-	{
-		$l->{h}->pump_nb if $l->{h}->pumpable;
-		while ($l->{out} =~ s/^notify (\S+) ([\d.]+) \d+\n//m)
-		{
-			return $2 if $1 eq $channel;
-		}
-		return undef if time > $deadline;
-		sleep 0.005;
-	}
-}
-
-sub listener_stop
-{
-	my ($l) = @_;
-	eval {
-		$l->{in} .= "quit\n";
-		$l->{h}->pump_nb while $l->{h}->pumpable && $l->{in} ne '';
-		$l->{h}->finish;
-	};
-	eval { $l->{h}->kill_kill(grace => 5); };
-	return;
-}
-
-# Polls $sql until it returns $expect; seconds it took, or undef.
-sub poll_for
-{
-	my ($node, $db, $sql, $expect, $timeout) = @_;
-	my $t0 = time;
-	while (1)
-	{
-		my $got = $node->safe_psql($db, $sql);
-		return time - $t0 if $got eq $expect;
-		if (time - $t0 > $timeout)
-		{
-			diag("poll_for: '$sql' still returns '$got', not '$expect', after ${timeout}s");
-			return undef;
-		}
-		sleep 0.01;
-	}
-}
 
 my $workers_sql = q{SELECT count(*) FROM pg_stat_activity
 	WHERE backend_type IN ('queue launcher', 'queue worker')};
