@@ -371,6 +371,7 @@ def pg_array(items):
 def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0):
     reset(system)
     p = make_payload(nbytes)
+    variant = variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch)
     if system in ("pgboss", "graphile"):
         r = node({"cmd": "enqueue", "system": system, "clients": clients, "seconds": seconds,
                   "batch": batch, "bytes": nbytes})
@@ -380,8 +381,6 @@ def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload=
         wal = WalMeter()
         r = pgbench(enqueue_script(system, batch), clients, seconds, defs)
         rate = r["tps"] * batch
-    variant = variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch)
-    if system not in ("pgboss", "graphile"):
         wal.record(res, workload, variant, system, clients, rep, r["tx"] * batch)
     res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
     return rate
@@ -547,6 +546,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     est = estimate(rates, system, batch, mode, nbytes, clients)
     # never preload more than BENCH_MAX_BACKLOG_MB of payload (default 3 GB)
     cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
+    wal = None  # the Node clients fill their backlog inside the run: not measured
     for attempt in (1, 2):
         target = min(int(est * seconds) + 5 * batch * clients, cap)
         if system in ("pgboss", "graphile"):
@@ -562,7 +562,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
             rate = jobs / r["seconds"]
             dry = ran_dry(system, clients)
         if not dry:
-            if system not in ("pgboss", "graphile"):
+            if wal is not None:
                 wal.record(res, workload, variant, system, clients, rep, jobs)
             break
         if attempt == 1 and target < cap:
@@ -1017,14 +1017,11 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
     for ph, val in (("clean", tc_), ("held", th_), ("after", ta_)):
         if val is not None:
             res.add("horizon", variant, system, 2, 0, "throughput " + ph, round(val, 1), "jobs/s")
-    for ph in ("clean", "held", "after"):
-        v = [s[3] for s in series if s[1] == ph and s[3] is not None]
-        if v:
-            res.add("horizon", variant, system, 2, 0, "claim p99 " + ph, round(max(v), 2), "ms", "worst window")
-    for ph in ("clean", "held", "after"):
-        v = [s[6] for s in series if s[1] == ph and s[6] is not None]
-        if v:
-            res.add("horizon", variant, system, 2, 0, "claim p99, own time, " + ph, round(max(v), 2), "ms", "worst window")
+    for i, metric in ((3, "claim p99 "), (6, "claim p99, own time, ")):
+        for ph in ("clean", "held", "after"):
+            v = [s[i] for s in series if s[1] == ph and s[i] is not None]
+            if v:
+                res.add("horizon", variant, system, 2, 0, metric + ph, round(max(v), 2), "ms", "worst window")
     if tc_ and th_ is not None:
         res.add("horizon", variant, system, 2, 0, "kept (held/clean)", round(th_ / tc_, 3), "ratio")
     if series:

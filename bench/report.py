@@ -7,7 +7,6 @@ import glob
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -117,7 +116,7 @@ def table(workload, metrics=None, title_clients="clients"):
 
 
 def latency_table():
-    keys = sorted({(k[2], k[1], k[3]) for k in agg if k[0] == "latency"}, key=lambda x: SYSTEMS.index(x[0]))
+    keys = sorted({(k[2], k[1], k[3]) for k in agg if k[0] == "latency"}, key=lambda x: (SYSTEMS.index(x[0]), x[1]))
     if not keys:
         return "(not run)\n"
     lines = ["| system | wake-up | consumers | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) | from send: p50 / p99 (ms) "
@@ -276,7 +275,6 @@ def horizon_chart():  # noqa: C901
                 f.write("%s %s %s %s %s\n" % (d["t"], d["tput"], d["p99_ms"] if d["p99_ms"] is not None else "NaN",
                                               (d["dead"] or 0), own if own is not None else "NaN"))
         files.append((fn, "%s, %s" % (LABEL[s], "idle xid" if "xid" in v else "RR reader")))
-    phases = meta.get("horizon_phases")
     plots1 = ", ".join("'%s' using 1:2 with linespoints lw 2 title '%s'" % (fn, t) for fn, t in files)
     plots2 = ", ".join("'%s' using 1:3 with linespoints lw 2 title '%s'" % (fn, t) for fn, t in files)
     plots3 = ", ".join("'%s' using 1:5 with linespoints lw 2 title '%s'" % (fn, t) for fn, t in files)
@@ -440,7 +438,6 @@ def main():
       "head is claimable, so with one group the drain is serial (one job per claim).\n")
     w(table("groups", title_clients="consumers"))
     w("## MVCC horizon\n")
-    ph = timings.get("horizon_phases") or meta.get("horizon_phases")
     w("A producer and 2 consumers (claim 1 + complete in one txn), each at the same fixed rate through pgbench `-R`, "
       "over a standing backlog. Phase 1 clean, phase 2 while another session sits idle in a transaction that took "
       "an xid (`BEGIN; SELECT txid_current();`) or holds a REPEATABLE READ snapshot, phase 3 after it ended. "
@@ -464,8 +461,7 @@ def main():
             d = json.loads(r["value"])
             w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (LABEL[r["system"]], r["variant"], d["t"], d["phase"],
                                                               d["tput"], fmt(d["p99_ms"]), fmt(d.get("own_p99_ms")),
-                                                              d["dead"],
-                                                         fmt(d["bytes"] / 1048576) if d["bytes"] else "-"))
+                                                              d["dead"], fmt(d["bytes"] / 1048576) if d["bytes"] else "-"))
         w("\n</details>\n")
     w("## Exact commands\n")
     w("- Whole suite: `%s` (see bench/README.md)." % meta.get("command", "bash bench/run.sh"))
