@@ -343,18 +343,76 @@ SELECT queue.complete(:rt_c);
 SELECT queue, payload, state FROM queue.archive WHERE queue LIKE 'man\_retention%' ORDER BY queue, id;
 COMMIT;
 SELECT pg_sleep(0.05);
-SELECT count(*) > 0 AS ticked FROM queue.tick();
+-- the first tick turns the ring: the segment holding a and b stops taking
+-- jobs; the next one, retention later, empties it
+SELECT queue, deleted FROM queue.tick() WHERE queue LIKE 'man\_retention%' ORDER BY 1;
+SELECT queue, payload, state FROM queue.archive WHERE queue LIKE 'man\_retention%' ORDER BY queue, id;
+SELECT pg_sleep(0.05);
+SELECT queue, deleted FROM queue.tick() WHERE queue LIKE 'man\_retention%' ORDER BY 1;
 SELECT queue, payload, state FROM queue.archive WHERE queue LIKE 'man\_retention%' ORDER BY queue, id;
 CALL pg_temp.try('SELECT count(*) FROM queue.history($1)', :rt_a);
 SELECT count(*) FROM pg_temp.hist(:rt_c);
 -- tick returns one row per queue
 SELECT count(*) = (SELECT count(*) FROM queue.queues) AS one_row_per_queue FROM queue.tick();
 SELECT queue FROM queue.tick() WHERE queue LIKE 'man\_%' ORDER BY queue;
--- the archive is searched by id (history) and by age (cleanup) through
--- btrees: BRIN would read every page added since the last vacuum
+-- the archive is searched by id (history) through a btree in every
+-- segment: BRIN would read every page added since the last vacuum
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 EXPLAIN (COSTS OFF) SELECT state FROM queue.a_man_retention_day WHERE id = 1;
-EXPLAIN (COSTS OFF) SELECT ctid FROM queue.a_man_retention_day WHERE finished_at < now() - interval '1 day' LIMIT 10;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
+
+--
+-- the archive is a ring of segments: finished jobs go to the current one,
+-- which is left for the next after retention / 3, and a segment is emptied
+-- whole once it stopped taking jobs longer than retention ago
+--
+SELECT queue.create('man_ring', retention => '1 hour');
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'queue.a_man_ring'::regclass ORDER BY 1;
+SELECT queue.enqueue('man_ring', '{"n": 1}') AS rg1 \gset
+SELECT queue.complete(id) FROM queue.claim('man_ring');
+SELECT tableoid::regclass AS segment, payload, state FROM queue.a_man_ring ORDER BY id;
+-- taking jobs for less than 20 minutes: the ring stays
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT archive_seg FROM queue.queue_config WHERE name = 'man_ring';
+-- for 21: it turns, and nothing is removed
+UPDATE queue.queue_config SET archive_since[1] = now() - interval '21 minutes' WHERE name = 'man_ring';
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT archive_seg, archive_until[1] IS NOT NULL AS stopped, archive_since[2] IS NOT NULL AS started
+  FROM queue.queue_config WHERE name = 'man_ring';
+-- jobs finished since go to segment 1: completed in the claim's
+-- transaction (C), completed after it (C), cancelled (SQL)
+SELECT queue.enqueue('man_ring', '{"n": 2}') AS rg2 \gset
+SELECT queue.enqueue('man_ring', '{"n": 3}') AS rg3 \gset
+SELECT queue.enqueue('man_ring', '{"n": 4}') AS rg4 \gset
+BEGIN;
+SELECT queue.complete(id) FROM queue.claim('man_ring');
+COMMIT;
+SELECT queue.complete(id) FROM queue.claim('man_ring');
+SELECT queue.cancel(:rg4);
+SELECT tableoid::regclass AS segment, payload, state FROM queue.a_man_ring ORDER BY id;
+-- segment 0 stopped taking jobs 59 minutes ago: kept; 61 minutes: emptied
+UPDATE queue.queue_config SET archive_until[1] = now() - interval '59 minutes' WHERE name = 'man_ring';
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+UPDATE queue.queue_config SET archive_until[1] = now() - interval '61 minutes' WHERE name = 'man_ring';
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT tableoid::regclass AS segment, payload, state FROM queue.a_man_ring ORDER BY id;
+-- history still finds archived jobs in any segment
+SELECT count(*) > 0 AS found FROM queue.history(:rg3);
+-- retention 0: the current segment is left at once and emptied at the
+-- next tick; then nothing turns, and nothing is truncated again
+SELECT queue.alter('man_ring', retention => '0');
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT pg_sleep(0.01);
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT count(*) AS archived FROM queue.a_man_ring;
+SELECT archive_seg FROM queue.queue_config WHERE name = 'man_ring';
+SELECT c.relfilenode AS before FROM pg_class c WHERE c.oid = 'queue."a_man_ring$2"'::regclass \gset
+SELECT deleted FROM queue.tick() WHERE queue = 'man_ring';
+SELECT relfilenode = :before AS untouched FROM pg_class WHERE oid = 'queue."a_man_ring$2"'::regclass;
+-- a column cannot be added to one queue's archive
+ALTER TABLE queue.a_man_ring ADD COLUMN note text;
+SELECT queue.drop('man_ring');

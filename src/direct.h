@@ -47,6 +47,7 @@ StaticAssertDecl(CC_CLAIMED_AT == HELD_CLAIMED_AT && CC_STATE == HELD_NCOLS,
 struct QueueInsertState
 {
 	Oid			relid;
+	Oid			parentid;		/* archive: the queue's archive, relid its segment */
 	bool		archive;		/* the archive table, not the hot one */
 	bool		valid;
 	MemoryContext cxt;

@@ -36,6 +36,7 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -83,22 +84,23 @@ typedef enum ArchiveCol
 {
 	AC_FINISHED_AT = 11,
 	AC_STATE,
+	AC_SEG,
 	AC_NCOLS
 } ArchiveCol;
 
 static const char *const archive_col_names[AC_NCOLS] = {
 	"id", "payload", "attempt", "group_key", "enqueued_at", "priority", "run_at",
-	"dedup_key", "last_error", "history", "claimed_at", "finished_at", "state"
+	"dedup_key", "last_error", "history", "claimed_at", "finished_at", "state", "seg"
 };
 
 static const Oid archive_col_types[AC_NCOLS] = {
 	INT8OID, JSONBOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID,
-	TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID
+	TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT2OID
 };
 
 static const int archive_from_held[AC_NCOLS] = {
 	HELD_ID, HELD_PAYLOAD, HELD_ATTEMPT, HELD_GROUP_KEY, HELD_ENQUEUED_AT, HELD_PRIORITY,
-	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1
+	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1, -1
 };
 
 /* Rows per table_multi_insert; also the most slots a state keeps. */
@@ -116,7 +118,7 @@ insert_relcache_callback(Datum arg, Oid relid)
 	{
 		QueueInsertState *st = (QueueInsertState *) lfirst(lc);
 
-		if (relid == InvalidOid || relid == st->relid)
+		if (relid == InvalidOid || relid == st->relid || relid == st->parentid)
 			st->valid = false;
 	}
 }
@@ -217,11 +219,12 @@ claim_leaves_keys(QueueInsertState *st, IndexInfo *ii)
 }
 
 /*
- * (Re)build the state for the open relation rel; false if the executor
- * would do more for it than we do.
+ * (Re)build the state for the open relation rel (and, for an archive
+ * segment, its open parent prel); false if the executor would do more for
+ * it than we do.
  */
 static bool
-build_state(QueueInsertState *st, Relation rel)
+build_state(QueueInsertState *st, Relation rel, Relation prel)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	List	   *indexes;
@@ -234,6 +237,9 @@ build_state(QueueInsertState *st, Relation rel)
 
 	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity ||
 		(desc->constr != NULL && (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
+		return false;
+	/* (statement triggers and row security of the parent stay there) */
+	if (prel != NULL && (prel->trigdesc != NULL || prel->rd_rel->relrowsecurity))
 		return false;
 
 	if (st->estate)
@@ -340,25 +346,40 @@ build_state(QueueInsertState *st, Relation rel)
 }
 
 /*
- * Open the table of *stp (q's hot table, or its archive), making or
- * rebuilding the state.  NULL if the table needs the executor, or if the
- * user lacks a privilege of mode on the whole table (then the executor
- * checks column privileges, or fails).
+ * Open the table of *stp (q's hot table, or the current segment of its
+ * archive), making or rebuilding the state.  NULL if the table needs the
+ * executor, or if the user lacks a privilege of mode on the whole table
+ * (then the executor checks column privileges, or fails).  An archive
+ * segment is written as the executor would write it through the archive,
+ * which is what privileges are checked on and locked first.
  */
 static Relation
 open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 {
 	QueueInsertState *st = *stp;
 	Relation	rel;
+	Relation	prel = NULL;
+	Oid			aclid;
 
 	if (st == NULL)
 	{
 		char		tname[NAMEDATALEN + 4];
+		Oid			nsp = get_namespace_oid("queue", false);
 		MemoryContext old = MemoryContextSwitchTo(CacheMemoryContext);
 
 		st = palloc0(sizeof(QueueInsertState));
 		snprintf(tname, sizeof(tname), "%s_%s", archive ? "a" : "q", q->name);
-		st->relid = get_relname_relid(tname, get_namespace_oid("queue", false));
+		st->relid = get_relname_relid(tname, nsp);
+		if (archive)
+		{
+			char		sname[NAMEDATALEN + 12];
+
+			snprintf(sname, sizeof(sname), "%s$%d", tname, q->archive_seg);
+			st->parentid = st->relid;
+			st->relid = get_relname_relid(sname, nsp);
+			if (!OidIsValid(st->parentid))
+				st->relid = InvalidOid;
+		}
 		st->archive = archive;
 		st->cxt = AllocSetContextCreate(CacheMemoryContext, "queue insert", ALLOCSET_SMALL_SIZES);
 		all_states = lappend(all_states, st);
@@ -369,16 +390,26 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 		return NULL;
 
 	/* (pg_class_aclcheck() wants any of the bits, we want all) */
+	aclid = st->archive ? st->parentid : st->relid;
 	for (AclMode one = 1; one <= mode; one <<= 1)
-		if ((mode & one) != 0 && pg_class_aclcheck(st->relid, GetUserId(), one) != ACLCHECK_OK)
+		if ((mode & one) != 0 && pg_class_aclcheck(aclid, GetUserId(), one) != ACLCHECK_OK)
 			return NULL;
 
+	if (st->archive)
+		prel = table_open(st->parentid, RowExclusiveLock);
 	rel = table_open(st->relid, RowExclusiveLock);
-	if (!st->valid && !build_state(st, rel))
+	if (!st->valid &&
+		((prel != NULL && (!rel->rd_rel->relispartition ||
+						   get_partition_parent(st->relid, false) != st->parentid)) ||
+		 !build_state(st, rel, prel)))
 	{
 		table_close(rel, RowExclusiveLock);
+		if (prel != NULL)
+			table_close(prel, RowExclusiveLock);
 		return NULL;
 	}
+	if (prel != NULL)
+		table_close(prel, NoLock);
 	return rel;
 }
 
@@ -609,6 +640,8 @@ QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 			slot->tts_isnull[st->attnums[AC_FINISHED_AT] - 1] = false;
 			slot->tts_values[st->attnums[AC_STATE] - 1] = done;
 			slot->tts_isnull[st->attnums[AC_STATE] - 1] = false;
+			slot->tts_values[st->attnums[AC_SEG] - 1] = Int16GetDatum(q->archive_seg);
+			slot->tts_isnull[st->attnums[AC_SEG] - 1] = false;
 			ExecStoreVirtualTuple(slot);
 		}
 		insert_rows(st, rel, slots, m);

@@ -171,11 +171,11 @@ load_queue(const char *name, int32 qno)
 	}
 	ret = SPI_execute_with_args(name != NULL ?
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'"
-								" FROM queue.queue_config WHERE name = $1" :
+								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
+								" archive_seg FROM queue.queue_config WHERE name = $1" :
 								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'"
-								" FROM queue.queue_config WHERE qno = $1",
+								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
+								" archive_seg FROM queue.queue_config WHERE qno = $1",
 								1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		ereport(ERROR,
@@ -202,6 +202,7 @@ load_queue(const char *name, int32 qno)
 	q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
 	q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
 	q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+	q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
 	q->seqid = InvalidOid;
 	return q;
 }

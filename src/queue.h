@@ -80,6 +80,7 @@ typedef struct QueueInfo
 	int32		max_running;	/* 0: unlimited */
 	bool		group_requeue;	/* a retried job goes behind its group */
 	bool		keep_archive;	/* retention > 0 */
+	int16		archive_seg;	/* the archive segment finished jobs go to */
 	bool		paused;
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS];
 	QueueInsertState *insert;	/* insert.c, made on first use */

@@ -4,7 +4,8 @@
 # database created after server start as soon as CREATE EXTENSION commits
 # (and for a database copied from a template that has the extension), none
 # lasting elsewhere; orphaned claims (consumer session terminated) and
-# expired leases returned without queue.tick(); scheduled and backed-off
+# expired leases returned without queue.tick(); the archive ring turned and
+# segments past retention truncated; scheduled and backed-off
 # jobs promoted on time, also among 100 queues, and announced with one
 # coalesced NOTIFY per committing transaction (none for rolled back work,
 # none while no session LISTENs on a queue channel);
@@ -156,6 +157,32 @@ for my $attempt (1, 2)
 	}
 }
 $leaser->close;
+
+# ------------------------------------------------------- 3b. archive ring
+# The worker's cleanup pass (every 10 s) turns a queue's archive ring and
+# truncates segments past retention, without tick().  The segment's times
+# are set back by hand rather than waited for.
+
+$app->query(q{SELECT queue.create('ring', retention => '1 hour')});
+$app->query(q{SELECT queue.enqueue('ring', jsonb_build_object('n', i)) FROM generate_series(1, 2) i});
+is($app->query(q{SELECT count(*) FILTER (WHERE queue.complete(id)) FROM queue.claim('ring', 2)}),
+	'2', 'ring: 2 jobs completed into the archive');
+$app->query(q{UPDATE queue.queue_config SET archive_since[1] = now() - interval '21 minutes'
+	WHERE name = 'ring'});
+$took = poll_for($app, q{SELECT archive_seg FROM queue.queue_config WHERE name = 'ring'}, '1', 25);
+ok(defined $took, 'ring: segment 0 took jobs for over retention / 3: the worker turns to segment 1');
+is($app->query(q{SELECT count(*) FROM queue."a_ring$0"}), '2', 'ring: and removes nothing');
+$app->query(q{SELECT queue.enqueue('ring', '{"n": 3}')});
+$app->query(q{SELECT queue.complete(id) FROM queue.claim('ring')});
+is($app->query(q{SELECT count(*) FROM queue."a_ring$1"}), '1',
+	'ring: a job finished after the turn goes to segment 1');
+$app->query(q{UPDATE queue.queue_config SET archive_until[1] = now() - interval '61 minutes'
+	WHERE name = 'ring'});
+$took = poll_for($app, q{SELECT count(*) FROM queue."a_ring$0"}, '0', 25);
+ok(defined $took, 'ring: segment 0 stopped taking jobs over retention ago: the worker empties it');
+is($app->query(q{SELECT string_agg(payload->>'n', ',') FROM queue.archive WHERE queue = 'ring'}),
+	'3', 'ring: the job in segment 1 is kept');
+$app->query(q{SELECT queue.drop('ring')});
 
 # ------------------------------------------------- 4. scheduled jobs, NOTIFY
 
