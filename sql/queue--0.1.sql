@@ -1005,7 +1005,8 @@ $$;
 /*
  * One pass of upkeep for one queue: returns jobs whose lease ran out or
  * whose claiming session is gone (orphans), makes due scheduled jobs
- * ready, and with cleanup deletes archived jobs past retention.  Batches
+ * ready, and with cleanup empties archive segments past retention
+ * (queue._rotate_archive).  Batches
  * are bounded so that a pass never holds many row locks or runs long;
  * callers loop while work remains.  next_due is when something falls due
  * next (a scheduled job or a lease), for the worker's sleep.
