@@ -29,11 +29,10 @@ CREATE TABLE queue.queue_config (
     group_retry  text NOT NULL DEFAULT 'block' CHECK (group_retry IN ('block', 'requeue')),
     paused       boolean NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now(),
-    -- the archive segment finished jobs go to, and when each segment began
-    -- and stopped taking them (see queue._rotate_archive)
+    -- the archive segment finished jobs go to, and when each segment last
+    -- began taking them (see queue._rotate_archive)
     archive_seg   smallint NOT NULL DEFAULT 0,
-    archive_since timestamptz[] NOT NULL DEFAULT '{}',
-    archive_until timestamptz[] NOT NULL DEFAULT '{}'
+    archive_since timestamptz[] NOT NULL DEFAULT '{}'
 );
 
 SELECT pg_catalog.pg_extension_config_dump('queue.queue_config', '');
@@ -451,10 +450,9 @@ BEGIN
     -- queue's objects can collide with another's.
     n := nextval('queue.queue_number_seq');
     INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
-                                    max_running, group_retry, archive_since, archive_until)
+                                    max_running, group_retry, archive_since)
     VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
-            now() || array_fill(NULL::timestamptz, ARRAY[queue._archive_segments() - 1]),
-            array_fill(NULL::timestamptz, ARRAY[queue._archive_segments()]));
+            now() || array_fill(NULL::timestamptz, ARRAY[queue._archive_segments() - 1]));
 
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     -- No CHECK on id: the executor would parse its expression afresh for
@@ -900,23 +898,55 @@ $$;
 
 /* ---------------------------------------------------------------- upkeep */
 
+/* Segment k of queue name's archive. */
+CREATE FUNCTION queue._archive_segment(name text, k int)
+RETURNS regclass
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT format('queue.%I', 'a_' || name || '$' || k)::regclass $$;
+
 /*
- * Archive upkeep for one queue at time t.  Finished jobs go to one segment
- * of the queue's archive at a time (archive_seg).  A segment that has
- * stopped taking jobs for longer than retention holds only jobs past
- * retention, and is truncated; the current segment is left for the next
- * once it has taken jobs for retention / (segments - 1) and the next one is
- * empty.  So a finished job is kept for at least retention, and is gone
- * within segments / (segments - 1) times retention (and the worker's
- * cleanup interval); with retention 0 every segment but the current one,
- * which takes no jobs then, is emptied at once.
+ * What archive upkeep has to do for queue r at time t: the segments to
+ * empty, and whether to turn to the next segment.  Segments are filled in
+ * ring order, so a segment other than the current one stopped taking jobs
+ * when the one after it began (archive_since); if it stopped more than
+ * retention ago, every job in it is past retention.  The current segment
+ * is left for the next once it has taken jobs for retention / (segments -
+ * 1) and the next is empty (or about to be).
+ */
+CREATE FUNCTION queue._archive_due(r queue.queue_config, t timestamptz,
+    OUT expired int[], OUT turn boolean)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nseg int := queue._archive_segments();
+    cur  int := r.archive_seg;
+    nxt  int := (r.archive_seg + 1) % nseg;
+BEGIN
+    expired := ARRAY(SELECT k FROM generate_series(0, nseg - 1) k
+                      WHERE k <> cur
+                        AND pg_relation_size(queue._archive_segment(r.name, k)) > 0
+                        AND coalesce(r.archive_since[(k + 1) % nseg + 1] < t - r.retention, true));
+    turn := pg_relation_size(queue._archive_segment(r.name, cur)) > 0
+            AND coalesce(t - r.archive_since[cur + 1] >= r.retention / (nseg - 1), true)
+            AND (nxt = ANY (expired) OR pg_relation_size(queue._archive_segment(r.name, nxt)) = 0);
+END
+$$;
+
+/*
+ * Archive upkeep for one queue at time t (see queue._archive_due).  A
+ * finished job is kept for at least retention, and is gone within
+ * segments / (segments - 1) times retention (and the worker's cleanup
+ * interval); with retention 0 every segment but the current one, which
+ * takes no jobs then, is emptied at once.
  *
  * Who inserts into a segment holds a lock on it until commit, and a
- * backend switches segments at the next statement after a rotation
- * commits, so truncation never waits on inserters: only on readers of the
- * archive, and on them for at most lock_timeout 100 ms, after which the
- * segment is left for the next pass.  Returns the number of jobs removed:
- * counted for small segments, the planner's estimate for big ones.
+ * backend switches segments by its next transaction after a turn commits,
+ * so truncation never waits on inserters: only on readers of the archive,
+ * and on them for at most lock_timeout 100 ms, after which the segment is
+ * left for the next pass.  Returns the number of jobs removed: counted for
+ * small segments, the planner's estimate for big ones.
  */
 CREATE FUNCTION queue._rotate_archive(r queue.queue_config, t timestamptz)
 RETURNS bigint
@@ -925,29 +955,17 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     nseg    int := queue._archive_segments();
-    cur     int;
-    nxt     int;
+    due     record := queue._archive_due(r, t);
+    k       int;
     seg     regclass;
     n       bigint;
     deleted bigint := 0;
     timeout text := current_setting('lock_timeout');
-    due     boolean := false;
 BEGIN
-    -- cheap test first: whether any segment is to go, or the ring to turn
-    FOR k IN 0 .. nseg - 1 LOOP
-        seg := format('queue.%I', 'a_' || r.name || '$' || k)::regclass;
-        IF k <> r.archive_seg AND pg_relation_size(seg) > 0
-           AND (r.archive_until[k + 1] IS NULL OR r.archive_until[k + 1] < t - r.retention) THEN
-            due := true;
-        END IF;
-    END LOOP;
-    seg := format('queue.%I', 'a_' || r.name || '$' || r.archive_seg)::regclass;
-    IF NOT due AND (pg_relation_size(seg) = 0
-                    OR t - r.archive_since[r.archive_seg + 1] < r.retention / (nseg - 1)) THEN
-        RETURN 0;       -- (a segment with no start is due)
+    IF cardinality(due.expired) = 0 AND NOT due.turn THEN
+        RETURN 0;
     END IF;
-
-    -- the row as it is now, kept from concurrent alter() and drop()
+    -- the row as it is now, kept from concurrent alter(), drop() and tick()
     BEGIN
         SELECT * INTO r FROM queue.queue_config c WHERE c.qno = r.qno FOR NO KEY UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -956,12 +974,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    cur := r.archive_seg;
+    due := queue._archive_due(r, t);
 
-    FOR k IN 0 .. nseg - 1 LOOP
-        seg := format('queue.%I', 'a_' || r.name || '$' || k)::regclass;
-        CONTINUE WHEN k = cur OR pg_relation_size(seg) = 0
-                      OR r.archive_until[k + 1] >= t - r.retention;
+    FOREACH k IN ARRAY due.expired LOOP
+        seg := queue._archive_segment(r.name, k);
         BEGIN
             PERFORM set_config('lock_timeout', '100ms', true);
             EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', seg);
@@ -971,8 +987,6 @@ BEGIN
             END IF;
             EXECUTE format('TRUNCATE %s', seg);
             deleted := deleted + n;
-            r.archive_since[k + 1] := NULL;
-            r.archive_until[k + 1] := NULL;
         EXCEPTION
             WHEN lock_not_available THEN
                 NULL;           -- read right now: next pass
@@ -983,19 +997,12 @@ BEGIN
         PERFORM set_config('lock_timeout', timeout, true);
     END LOOP;
 
-    nxt := (cur + 1) % nseg;
-    IF pg_relation_size(format('queue.%I', 'a_' || r.name || '$' || cur)::regclass) > 0
-       AND coalesce(t - r.archive_since[cur + 1] >= r.retention / (nseg - 1), true)
-       AND pg_relation_size(format('queue.%I', 'a_' || r.name || '$' || nxt)::regclass) = 0 THEN
-        r.archive_until[cur + 1] := t;
-        r.archive_since[nxt + 1] := t;
-        r.archive_until[nxt + 1] := NULL;
-        r.archive_seg := nxt;
-    END IF;
-    UPDATE queue.queue_config c
-       SET archive_seg = r.archive_seg, archive_since = r.archive_since, archive_until = r.archive_until
-     WHERE c.qno = r.qno;
-    IF r.archive_seg <> cur THEN
+    -- (the next segment may have been left full above)
+    IF due.turn AND pg_relation_size(queue._archive_segment(r.name, (r.archive_seg + 1) % nseg)) = 0 THEN
+        r.archive_seg := (r.archive_seg + 1) % nseg;
+        r.archive_since[r.archive_seg + 1] := t;
+        UPDATE queue.queue_config c SET archive_seg = r.archive_seg, archive_since = r.archive_since
+         WHERE c.qno = r.qno;
         PERFORM queue._invalidate();
     END IF;
     RETURN deleted;

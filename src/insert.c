@@ -42,6 +42,7 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -358,7 +359,6 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 {
 	QueueInsertState *st = *stp;
 	Relation	rel;
-	Relation	prel = NULL;
 	Oid			aclid;
 
 	if (st == NULL)
@@ -377,8 +377,6 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 			snprintf(sname, sizeof(sname), "%s$%d", tname, q->archive_seg);
 			st->parentid = st->relid;
 			st->relid = get_relname_relid(sname, nsp);
-			if (!OidIsValid(st->parentid))
-				st->relid = InvalidOid;
 		}
 		st->archive = archive;
 		st->cxt = AllocSetContextCreate(CacheMemoryContext, "queue insert", ALLOCSET_SMALL_SIZES);
@@ -396,20 +394,29 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 			return NULL;
 
 	if (st->archive)
-		prel = table_open(st->parentid, RowExclusiveLock);
+		LockRelationOid(st->parentid, RowExclusiveLock);
 	rel = table_open(st->relid, RowExclusiveLock);
-	if (!st->valid &&
-		((prel != NULL && (!rel->rd_rel->relispartition ||
-						   get_partition_parent(st->relid, false) != st->parentid)) ||
-		 !build_state(st, rel, prel)))
+	if (!st->valid)
 	{
-		table_close(rel, RowExclusiveLock);
-		if (prel != NULL)
-			table_close(prel, RowExclusiveLock);
-		return NULL;
+		bool		ok;
+
+		if (st->archive)
+		{
+			Relation	prel = table_open(st->parentid, NoLock);
+
+			ok = rel->rd_rel->relispartition &&
+				get_partition_parent(st->relid, false) == st->parentid &&
+				build_state(st, rel, prel);
+			table_close(prel, NoLock);
+		}
+		else
+			ok = build_state(st, rel, NULL);
+		if (!ok)
+		{
+			table_close(rel, RowExclusiveLock);
+			return NULL;
+		}
 	}
-	if (prel != NULL)
-		table_close(prel, NoLock);
 	return rel;
 }
 

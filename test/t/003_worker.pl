@@ -176,7 +176,7 @@ $app->query(q{SELECT queue.enqueue('ring', '{"n": 3}')});
 $app->query(q{SELECT queue.complete(id) FROM queue.claim('ring')});
 is($app->query(q{SELECT count(*) FROM queue."a_ring$1"}), '1',
 	'ring: a job finished after the turn goes to segment 1');
-$app->query(q{UPDATE queue.queue_config SET archive_until[1] = now() - interval '61 minutes'
+$app->query(q{UPDATE queue.queue_config SET archive_since[2] = now() - interval '61 minutes'
 	WHERE name = 'ring'});
 $took = poll_for($app, q{SELECT count(*) FROM queue."a_ring$0"}, '0', 25);
 ok(defined $took, 'ring: segment 0 stopped taking jobs over retention ago: the worker empties it');
