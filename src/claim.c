@@ -154,6 +154,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	bool		have_cursor;
 	int32		cursor_prio = 0;
 	int64		cursor_rank = 0;
+	int32		shared_prio;
+	int64		shared_rank;
 	uint64		gen = 0;
 	Datum	   *slots = NULL;
 	int			first = span->count;
@@ -177,6 +179,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 
 	/* gen must be read before the claim statements take their snapshots. */
 	have_cursor = QueueCursorGet(q->qno, now_ts, &cursor_prio, &cursor_rank, &gen);
+	shared_prio = cursor_prio;
+	shared_rank = cursor_rank;
 
 	/*
 	 * Jobs this transaction made ready (just now by promotion, or earlier)
@@ -184,6 +188,15 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	 */
 	if (have_cursor)
 		have_cursor = QueueXactScanStart(q->qno, &cursor_prio, &cursor_rank);
+
+	/*
+	 * Keep claims starting meanwhile off the jobs we are about to take.
+	 * Only a scan that starts where everyone's does, with a snapshot taken
+	 * after gen was read, is sure to take every job it passes.
+	 */
+	if (have_cursor && !IsolationUsesXactSnapshot() &&
+		cursor_prio == shared_prio && cursor_rank == shared_rank)
+		QueueCursorReserve(q->qno, cursor_prio, cursor_rank, max_jobs, gen);
 
 	/*
 	 * Rows we lock become ready again if we abort, even if the claim

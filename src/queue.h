@@ -181,6 +181,7 @@ extern bool QueueHeldInGroup(int32 qno, text *group_key);
 extern void QueueShmemRequest(void);
 extern bool QueueShmemActive(void);
 extern bool QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen);
+extern void QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen);
 extern void QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen);
 extern void QueueCursorLower(int32 qno, int32 prio, int64 rank);
 extern void QueueCursorReset(int32 qno);

@@ -27,10 +27,24 @@
  * visible; a claim raises it only if gen did not move since before its
  * snapshot was taken, so a raise can never skip a job it could not see.
  *
+ * The hint keeps concurrent claims apart.  A claim raises the cursor only
+ * when it ends, so every claim starting meanwhile would begin at the same
+ * place, try each job the first one is taking, and fail on it: with four
+ * consumers draining batches of 100, a claim visited 2.6 rows for each
+ * job it took, and failed to update 1.6 of them.  So a claim that will take up to n jobs from (p, r) reserves
+ * (p, r) to (p, r + n): ranks are unique within a queue, so it takes every
+ * job it can see in that span unless it finds n jobs or fewer ready ones
+ * before the span ends.  Claims starting meanwhile begin past the span.
+ * The reserving claim's snapshot was taken after it read gen, so as long
+ * as gen has not moved it sees every job committed in the span; if it
+ * aborts, or a job enters before the hint, the lowering bumps gen and the
+ * hint lapses.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -59,6 +73,10 @@ typedef struct QueueShared
 	int32		cursor_prio;
 	int64		cursor_rank;
 	uint64		gen;
+	bool		hint_valid;		/* claims in flight cover the jobs up to... */
+	int32		hint_prio;		/* ... (hint_prio, hint_rank), unless gen */
+	int64		hint_rank;		/* ... moved past hint_gen */
+	uint64		hint_gen;
 	bool		skip_valid;		/* a claim passed over a job it could not take */
 	int32		skip_prio;		/* ... the first such job in claim order */
 	int64		skip_rank;
@@ -154,6 +172,7 @@ queue_shared_acquire(int32 qno)
 		entry->cursor_prio = 0;
 		entry->cursor_rank = 0;
 		entry->gen = 0;
+		entry->hint_valid = false;
 		entry->skip_valid = false;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
@@ -197,8 +216,9 @@ key_before(int32 p1, int64 r1, int32 p2, int64 r2)
 }
 
 /*
- * The cursor, for a claim starting at now, and the generation to pass back
- * to QueueCursorAdvance.
+ * Where a claim starting at now begins its scan: the cursor, or past the
+ * jobs claims in flight have reserved (the hint).  Also returns the
+ * generation to pass back to QueueCursorReserve and QueueCursorAdvance.
  *
  * First, once a second at most, the cursor goes back to the first job
  * claims passed over (QueueCursorSkipped): one claim then walks again over
@@ -227,10 +247,45 @@ QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen
 	valid = e->cursor_valid;
 	*prio = e->cursor_prio;
 	*rank = e->cursor_rank;
+	if (valid && e->hint_valid && e->hint_gen == e->gen &&
+		key_before(*prio, *rank, e->hint_prio, e->hint_rank))
+	{
+		*prio = e->hint_prio;
+		*rank = e->hint_rank;
+	}
 	*gen = e->gen;
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 	return valid;
+}
+
+/*
+ * A claim whose fresh snapshot was taken after it read gen will take up to
+ * n jobs starting at (prio, rank), where QueueCursorGet told it to start:
+ * let claims starting meanwhile begin after them (see the header comment).
+ */
+void
+QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen)
+{
+	QueueShared *e;
+	int64		end;
+
+	if (pg_add_s64_overflow(rank, n, &end))
+		return;
+	e = queue_shared_acquire(qno);
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->gen == gen &&
+		(!e->hint_valid || e->hint_gen != gen || key_before(e->hint_prio, e->hint_rank, prio, end)))
+	{
+		e->hint_valid = true;
+		e->hint_gen = gen;
+		e->hint_prio = prio;
+		e->hint_rank = end;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
 }
 
 void
