@@ -28,17 +28,14 @@
  * snapshot was taken, so a raise can never skip a job it could not see.
  *
  * The hint keeps concurrent claims apart.  A claim raises the cursor only
- * when it ends, so every claim starting meanwhile would begin at the same
- * place, try each job the first one is taking, and fail on it: with four
- * consumers draining batches of 100, a claim visited 2.6 rows for each
- * job it took, and failed to update 1.6 of them.  So a claim that will take up to n jobs from (p, r) reserves
- * (p, r) to (p, r + n): ranks are unique within a queue, so it takes every
- * job it can see in that span unless it finds n jobs or fewer ready ones
- * before the span ends.  Claims starting meanwhile begin past the span.
- * The reserving claim's snapshot was taken after it read gen, so as long
- * as gen has not moved it sees every job committed in the span; if it
- * aborts, or a job enters before the hint, the lowering bumps gen and the
- * hint lapses.
+ * when it ends, so claims starting meanwhile would begin at the same place
+ * and fail on every job it is taking.  So a claim that will take up to n
+ * jobs from (p, r) reserves the span up to (p, r + n), and claims starting
+ * meanwhile begin past it.  Ranks are unique within a queue, so the
+ * reserving claim takes every job it can see in the span unless it finds
+ * its n first; its snapshot was taken after it read gen, so while gen has
+ * not moved it sees every job committed there.  Any lowering bumps gen,
+ * and the hint lapses (docs/design.md, "the cursor", point 5).
  *
  *-------------------------------------------------------------------------
  */
@@ -73,10 +70,9 @@ typedef struct QueueShared
 	int32		cursor_prio;
 	int64		cursor_rank;
 	uint64		gen;
-	bool		hint_valid;		/* claims in flight cover the jobs up to... */
-	int32		hint_prio;		/* ... (hint_prio, hint_rank), unless gen */
-	int64		hint_rank;		/* ... moved past hint_gen */
-	uint64		hint_gen;
+	int32		hint_prio;		/* claims in flight cover the jobs before */
+	int64		hint_rank;		/* ... (hint_prio, hint_rank) */
+	uint64		hint_gen;		/* ... while gen is still this */
 	bool		skip_valid;		/* a claim passed over a job it could not take */
 	int32		skip_prio;		/* ... the first such job in claim order */
 	int64		skip_rank;
@@ -172,7 +168,7 @@ queue_shared_acquire(int32 qno)
 		entry->cursor_prio = 0;
 		entry->cursor_rank = 0;
 		entry->gen = 0;
-		entry->hint_valid = false;
+		entry->hint_gen = PG_UINT64_MAX;	/* gen never gets there */
 		entry->skip_valid = false;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
@@ -247,7 +243,7 @@ QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen
 	valid = e->cursor_valid;
 	*prio = e->cursor_prio;
 	*rank = e->cursor_rank;
-	if (valid && e->hint_valid && e->hint_gen == e->gen &&
+	if (valid && e->hint_gen == e->gen &&
 		key_before(*prio, *rank, e->hint_prio, e->hint_rank))
 	{
 		*prio = e->hint_prio;
@@ -277,9 +273,8 @@ QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen)
 		return;
 	SpinLockAcquire(&e->mutex);
 	if (e->gen == gen &&
-		(!e->hint_valid || e->hint_gen != gen || key_before(e->hint_prio, e->hint_rank, prio, end)))
+		(e->hint_gen != gen || key_before(e->hint_prio, e->hint_rank, prio, end)))
 	{
-		e->hint_valid = true;
 		e->hint_gen = gen;
 		e->hint_prio = prio;
 		e->hint_rank = end;
