@@ -262,3 +262,33 @@ COMMIT;
 -- d2 was not lost: the failed transaction's claim rolled back with it
 SELECT payload->>'k' AS k, state FROM queue.jobs WHERE queue = 'cmp_arch';
 SELECT payload->>'k' AS k, state FROM queue.a_cmp_arch WHERE payload->>'k' LIKE 'd%' ORDER BY 1;
+-- Big values are compressed with lz4 where the server has it, and a value
+-- compressed at enqueue reaches the archive as it is, not decompressed and
+-- compressed again: with this hot table on pglz and its archive on lz4,
+-- archived payloads are still pglz, whichever way the job was completed.
+SELECT queue.create('cmp_z');
+SELECT count(*) AS tables, bool_and(a.attcompression = CASE WHEN 'lz4' = ANY (s.enumvals) THEN 'l' ELSE '' END) AS lz4
+FROM pg_attribute a, pg_settings s
+WHERE s.name = 'default_toast_compression' AND a.attname IN ('payload', 'history', 'last_error')
+  AND a.attrelid IN ('queue._job'::regclass, 'queue._archive'::regclass, 'queue.q_cmp_z'::regclass, 'queue."a_cmp_z$0"'::regclass);
+SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'a_cmp_z$%' AND relkind = 'r' ORDER BY 1;
+ALTER TABLE queue.q_cmp_z ALTER payload SET COMPRESSION pglz;
+-- 'inline' compresses to a few hundred bytes and stays in the row;
+-- 'toasted' compresses but not enough to, and is stored out of line
+SELECT count(*) FROM queue.enqueue_batch('cmp_z', ARRAY[
+    jsonb_build_object('k', 'tx inline', 'pad', repeat('abc', 10000)),
+    jsonb_build_object('k', 'tx toasted', 'pad', (SELECT string_agg(repeat(md5(i::text), 2), '') FROM generate_series(1, 2000) i)),
+    jsonb_build_object('k', 'leased inline', 'pad', repeat('abd', 10000)),
+    jsonb_build_object('k', 'leased toasted', 'pad', (SELECT string_agg(repeat(md5(i::text), 2), '') FROM generate_series(2001, 4000) i))]);
+CREATE TEMP TABLE cmp_z_before AS
+SELECT payload->>'k' AS k, md5(payload::text) AS sum, pg_column_compression(payload) AS method,
+       pg_column_size(payload) < 4000 AS small, pg_column_size(payload) < octet_length(payload::text) AS compressed
+FROM queue.q_cmp_z;
+SELECT k, method, small, compressed FROM cmp_z_before ORDER BY k;
+BEGIN;
+SELECT count(queue.complete(id)) FROM queue.claim('cmp_z', 2);
+COMMIT;
+SELECT count(queue.complete(id)) FROM queue.claim('cmp_z', 2);
+SELECT b.k, pg_column_compression(a.payload) AS method, md5(a.payload::text) = b.sum AS same
+FROM cmp_z_before b JOIN queue.a_cmp_z a ON a.payload->>'k' = b.k ORDER BY 1;
+SELECT queue.drop('cmp_z');

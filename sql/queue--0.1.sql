@@ -90,6 +90,25 @@ CREATE TABLE queue._archive (
     payload     jsonb NOT NULL
 ) PARTITION BY LIST ((id % 1000000));
 
+/*
+ * Big values are compressed with lz4 where the server has it (pglz
+ * otherwise): it is faster both ways, and gives up on an incompressible
+ * value in a fraction of pglz's time, which the archive would otherwise
+ * spend again on every such payload it copies (docs/design.md, "Big
+ * values").  Queues made later inherit it from these two tables.
+ */
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_settings
+               WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+        ALTER TABLE queue._job ALTER payload SET COMPRESSION lz4,
+            ALTER history SET COMPRESSION lz4, ALTER last_error SET COMPRESSION lz4;
+        ALTER TABLE queue._archive ALTER payload SET COMPRESSION lz4,
+            ALTER history SET COMPRESSION lz4, ALTER last_error SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+
 -- max_running: one row per allowed running job; job is who holds it
 CREATE TABLE queue._slot (
     slot int NOT NULL,
@@ -479,8 +498,14 @@ BEGIN
     EXECUTE format('CREATE TABLE queue.%I PARTITION OF queue._archive FOR VALUES IN (%s)'
                    ' PARTITION BY LIST (seg)', a, n);
     EXECUTE format('ALTER TABLE queue.%I ALTER seg SET DEFAULT queue._archive_seg(%s)', a, n);
+    -- Archive rows are written once and never updated, and a value that
+    -- reaches them uncompressed is small or did not compress at enqueue:
+    -- rows of up to a page stay whole, instead of being compressed again
+    -- in vain and split into TOAST chunks.
     FOR s IN 0 .. queue._archive_segments() - 1 LOOP
-        EXECUTE format('CREATE TABLE queue.%I PARTITION OF queue.%I FOR VALUES IN (%s)', a || '$' || s, a, s);
+        EXECUTE format('CREATE TABLE queue.%I PARTITION OF queue.%I FOR VALUES IN (%s)'
+                       ' WITH (toast_tuple_target = %s)',
+                       a || '$' || s, a, s, current_setting('block_size')::int - 32);
     END LOOP;
     -- A btree, not BRIN: ranges added since the last vacuum have no
     -- summary, so a BRIN lookup would read every page added since.  ids

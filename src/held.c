@@ -62,8 +62,11 @@ static const Oid held_types[HELD_NCOLS] = {
 };
 
 /*
- * Keep one job a claim just deleted: its HELD_* columns.  Values are
- * copied, detoasted, into transaction memory.
+ * Keep one job a claim just deleted: its HELD_* columns, copied into
+ * transaction memory.  Values stored out of line are fetched (the rows
+ * they point to go away at commit), but compressed ones stay compressed:
+ * the archive then stores them as they are instead of decompressing and
+ * compressing them again.
  */
 void
 QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
@@ -83,8 +86,8 @@ QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
 			continue;
 		}
 		get_typlenbyval(held_types[c], &typlen, &typbyval);
-		if (typlen == -1)
-			j->values[c] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[c]));
+		if (typlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(values[c])))
+			j->values[c] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(values[c])));
 		else
 			j->values[c] = datumCopy(values[c], typbyval, typlen);
 	}
