@@ -62,6 +62,34 @@ static const Oid held_types[HELD_NCOLS] = {
 };
 
 /*
+ * Their storage, looked up once per backend: a claim copies every column
+ * of every job it takes, and a catalog lookup per column was more than
+ * half of that copy.
+ */
+typedef struct HeldType
+{
+	int16		len;
+	bool		byval;
+	char		align;
+} HeldType;
+
+static HeldType held_typinfo[HELD_NCOLS];
+static bool held_typinfo_ready = false;
+
+static const HeldType *
+held_type(int c)
+{
+	if (!held_typinfo_ready)
+	{
+		for (int i = 0; i < HELD_NCOLS; i++)
+			get_typlenbyvalalign(held_types[i], &held_typinfo[i].len,
+								 &held_typinfo[i].byval, &held_typinfo[i].align);
+		held_typinfo_ready = true;
+	}
+	return &held_typinfo[c];
+}
+
+/*
  * Keep one job a claim just deleted: its HELD_* columns, copied into
  * transaction memory.  Values stored out of line are fetched (the rows
  * they point to go away at commit), but compressed ones stay compressed:
@@ -76,8 +104,7 @@ QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
 
 	for (int c = 0; c < HELD_NCOLS; c++)
 	{
-		int16		typlen;
-		bool		typbyval;
+		const HeldType *t = held_type(c);
 
 		j->nulls[c] = nulls[c];
 		if (nulls[c])
@@ -85,11 +112,10 @@ QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
 			j->values[c] = (Datum) 0;
 			continue;
 		}
-		get_typlenbyval(held_types[c], &typlen, &typbyval);
-		if (typlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(values[c])))
+		if (t->len == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(values[c])))
 			j->values[c] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(values[c])));
 		else
-			j->values[c] = datumCopy(values[c], typbyval, typlen);
+			j->values[c] = datumCopy(values[c], t->byval, t->len);
 	}
 	j->id = DatumGetInt64(j->values[HELD_ID]);
 	j->qno = qno;
@@ -125,9 +151,7 @@ column_arrays(int n, Datum *const *values, bool *const *nulls, Datum *args)
 
 	for (int c = 0; c < HELD_NCOLS; c++)
 	{
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
+		const HeldType *t = held_type(c);
 		int			dims[1] = {n};
 		int			lbs[1] = {1};
 
@@ -136,9 +160,8 @@ column_arrays(int n, Datum *const *values, bool *const *nulls, Datum *args)
 			vals[i] = values[i][c];
 			isnull[i] = nulls[i][c];
 		}
-		get_typlenbyvalalign(held_types[c], &typlen, &typbyval, &typalign);
 		args[c] = PointerGetDatum(construct_md_array(vals, isnull, 1, dims, lbs,
-													 held_types[c], typlen, typbyval, typalign));
+													 held_types[c], t->len, t->byval, t->align));
 	}
 	pfree(vals);
 	pfree(isnull);
