@@ -395,7 +395,9 @@ def main():
       "graphile-worker always completes in its own transaction after the task (leased); its \"claim 100\" is its "
       "localQueue of size 100 with batched completion. pg-boss: `fetch({batchSize})` + `complete(ids)`, in the "
       "caller's transaction (`db` option) or not. The raw floor does the baseline's row operations (one UPDATE and "
-      "one DELETE per job by primary key) on rows each client owns: no search and no locks to skip.\n")
+      "one DELETE per job by primary key) on rows each client owns: no search and no locks to skip; leased, the "
+      "UPDATE and the DELETE commit separately. It does not read the payloads the consumers read. Leased, it is "
+      "the least any queue that records each job's lease must do.\n")
     w(table("drain"))
     w("## Payload size\n")
     w("Enqueue 1 job/txn with 4 clients, and drain claim 100 in one txn with 4 consumers (graphile-worker: leased), "
