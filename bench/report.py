@@ -202,6 +202,93 @@ def headline():
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------- shortfalls
+PEERS = ["baseline", "pgq", "pgboss", "graphile"]
+COMPARED = {"enqueue": "throughput", "bulk": "duration", "drain": "throughput",
+            "payload enqueue": "throughput", "payload drain": "throughput"}
+
+
+def wal(w, v, s, c, metric):
+    return med("wal", "%s: %s" % (w, v), s, c, metric)
+
+
+def why(w, v, c, peer):
+    """What this run's own figures say about a cell a peer won: the structural
+    reasons, quantified, or an admission that the run does not explain it."""
+    qb, pb = wal(w, v, "queue", c, "WAL per job"), wal(w, v, peer, c, "WAL per job")
+    qf, pf = wal(w, v, "queue", c, "WAL flushes per job"), wal(w, v, peer, c, "WAL flushes per job")
+    base = wal(w, v, "baseline", c, "WAL per job")
+    if peer == "pgq" and w in ("drain", "payload drain"):
+        t = ("PgQ is an event log read between ticks: its consumer never updates or deletes an event (whole "
+             "tables are truncated in rotation), so it has no per-event state, lease, retry or completion, and no "
+             "competing consumers (each consumer here reads a queue of its own)")
+        if qb is not None and pb is not None:
+            t += "; it wrote %s bytes of WAL per event against queue's %s" % (fmt(pb), fmt(qb))
+        floor, pgq = med(w, v, "floor", c, "throughput"), med(w, v, "pgq", c, "throughput")
+        nb = wal(w, v, "queue_noarch", c, "WAL per job")
+        if "leased" in v and floor and pgq:
+            t += (". The raw floor, the bare row operations of a lease per job (an UPDATE and then a DELETE by "
+                  "primary key, each committed, without searching for the job or reading its payload), ran at %s "
+                  "jobs/s, and PgQ at %.2f× that: no queue that records each job's lease can exceed the floor, so "
+                  "none can lead PgQ here by more than the noise" % (fmt(floor), pgq / floor))
+        elif nb is not None and base is not None:
+            t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
+                  "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
+                  "without the archive queue wrote %s bytes of WAL per job, the baseline %s" % (fmt(nb), fmt(base)))
+        return t + "."
+    if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
+        nb = wal(w, v, "queue_noarch", c, "WAL per job")
+        na = med(w, v, "queue_noarch", c, "throughput")
+        o = med(w, v, peer, c, "throughput")
+        t = ("The archive keeps every finished job, payload included: queue wrote %s bytes of WAL per job against "
+             "the baseline's %s, which keeps nothing" % (fmt(qb), fmt(base)))
+        if nb and na and o:
+            t += ("; without the archive (retention 0) queue wrote %s and ran at %s jobs/s, %.2f× %s%s"
+                  % (fmt(nb), fmt(na), na / o, "the " if peer == "baseline" else "", LABEL[peer]))
+        return t + "."
+    if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
+        return ("Bound by the disk's flushes: both made %s WAL flushes per job (%s and %s bytes of WAL per job). "
+                "Such cells move with the VM's flush rate between runs; compare the [min–max] ranges."
+                % (fmt(qf), fmt(qb), fmt(pb)))
+    return None
+
+
+def shortfalls():
+    """Every cell of the compared workloads in which a peer beat queue (with
+    the archive, as installed), and the reason."""
+    lines = []
+    for (w, v, c, m) in order:
+        if COMPARED.get(w) != m:
+            continue
+        q = stat((w, v, "queue", c, m))
+        if not q or q.get("median") is None:
+            continue
+        lower = units.get((w, v, "queue", c, m)) in LOWER_IS_BETTER
+        for peer in PEERS:
+            o = stat((w, v, peer, c, m))
+            if not o or o.get("median") is None:
+                continue
+            if (o["median"] < q["median"]) if lower else (o["median"] > q["median"]):
+                overlap = q["n"] > 1 and o["n"] > 1 and q["min"] <= o["max"] and o["min"] <= q["max"]
+                reason = why(w, v, c, peer) or ("The ranges overlap: this run cannot tell the two apart." if overlap
+                                                else "Not explained by this run's figures.")
+                lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
+                             % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
+                                cell((w, v, "queue", c, m), ratio=False), reason))
+    q = stat(next((k for k in agg if k[0] == "orphans" and k[2] == "queue" and k[4] == "recovery"), ("",) * 5))
+    p = stat(next((k for k in agg if k[0] == "orphans" and k[2] == "pgq" and k[4] == "recovery"), ("",) * 5))
+    if q and p and q.get("median") is not None and p.get("median") is not None and p["median"] < q["median"]:
+        lines.append("- **orphans: PgQ %s s against queue's %s s.** PgQ has no leases to expire: a batch that was "
+                     "not finished is handed to the same consumer name whenever it asks again, even while the "
+                     "first reader still works on it, so its figure is the time to ask. queue's is the time for "
+                     "the worker to notice the dead backend and make its jobs ready again." % (fmt(p["median"]), fmt(q["median"])))
+    if not lines:
+        return "In this run, no peer beat queue in any compared cell.\n"
+    return ("Every cell of the enqueue, drain and payload workloads in which a peer beat queue (with the archive, as "
+            "installed), with the reason this run's own figures give. The raw floor is not a peer.\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def steady_rate():
     return "200" if meta.get("mode") == "full" else "100"
 
@@ -378,6 +465,8 @@ def main():
     w("## Headline\n")
     w(headline())
     w("![throughput relative to the baseline](chart.svg)\n")
+    w("## Where queue does not lead, and why\n")
+    w(shortfalls())
     w("## Enqueue\n")
     w("Producers with one job per transaction, and with 100 jobs per transaction (queue: `enqueue_batch`; "
       "baseline and raw floor: `INSERT ... SELECT unnest($1::jsonb[])`; PgQ: `pgq.insert_event` per event in one "
