@@ -45,6 +45,7 @@ def num(v):
 
 # (workload, variant, system, clients, metric) -> [values]
 agg = defaultdict(list)
+by_rep = defaultdict(dict)  # the same key -> {rep: value}
 units = {}
 notes = {}
 order = OrderedDict()
@@ -53,6 +54,7 @@ for r in rows:
         continue
     k = (r["workload"], r["variant"], r["system"], r["clients"], r["metric"])
     agg[k].append(r["value"])
+    by_rep[k][r["rep"]] = num(r["value"])
     units[k] = r["unit"]
     if r["note"]:
         notes[k] = r["note"]
@@ -212,6 +214,10 @@ def wal(w, v, s, c, metric):
     return med("wal", "%s: %s" % (w, v), s, c, metric)
 
 
+def the(system):
+    return "the baseline" if system == "baseline" else LABEL[system]
+
+
 def why(w, v, c, peer):
     """What this run's own figures say about a cell a peer won: the structural
     reasons, quantified, or an admission that the run does not explain it."""
@@ -229,13 +235,20 @@ def why(w, v, c, peer):
         if "leased" in v and floor and pgq:
             t += (". The raw floor, the bare row operations of a lease per job (an UPDATE and then a DELETE by "
                   "primary key, each committed, without searching for the job or reading its payload), ran at %s "
-                  "jobs/s, and PgQ at %.2f× that: no queue that records each job's lease can exceed the floor, so "
-                  "none can lead PgQ here by more than the noise" % (fmt(floor), pgq / floor))
+                  "jobs/s, and PgQ at %.2f× that; queue ran at %.2f× the floor. No queue that records each job's "
+                  "lease can exceed the floor, so %s"
+                  % (fmt(floor), pgq / floor, med(w, v, "queue", c, "throughput") / floor,
+                     "none can lead PgQ here" if pgq >= floor else
+                     "none can lead PgQ here by more than %.0f%%" % (100 * (floor / pgq - 1))))
         elif nb is not None and base is not None:
             t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
                   "without the archive queue wrote %s bytes of WAL per job, the baseline %s" % (fmt(nb), fmt(base)))
         return t + "."
+    if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
+        return ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
+                "of WAL per job). Such cells move with the VM's flush rate, within a run as between runs."
+                % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
     if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
         nb = wal(w, v, "queue_noarch", c, "WAL per job")
         na = med(w, v, "queue_noarch", c, "throughput")
@@ -243,13 +256,9 @@ def why(w, v, c, peer):
         t = ("The archive keeps every finished job, payload included: queue wrote %s bytes of WAL per job against "
              "the baseline's %s, which keeps nothing" % (fmt(qb), fmt(base)))
         if nb and na and o:
-            t += ("; without the archive (retention 0) queue wrote %s and ran at %s jobs/s, %.2f× %s%s"
-                  % (fmt(nb), fmt(na), na / o, "the " if peer == "baseline" else "", LABEL[peer]))
+            t += ("; without the archive (retention 0) queue wrote %s and ran at %s jobs/s, %.2f× %s"
+                  % (fmt(nb), fmt(na), na / o, the(peer)))
         return t + "."
-    if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
-        return ("Bound by the disk's flushes: both made %s WAL flushes per job (%s and %s bytes of WAL per job). "
-                "Such cells move with the VM's flush rate between runs; compare the [min–max] ranges."
-                % (fmt(qf), fmt(qb), fmt(pb)))
     return None
 
 
@@ -269,9 +278,13 @@ def shortfalls():
             if not o or o.get("median") is None:
                 continue
             if (o["median"] < q["median"]) if lower else (o["median"] > q["median"]):
-                overlap = q["n"] > 1 and o["n"] > 1 and q["min"] <= o["max"] and o["min"] <= q["max"]
-                reason = why(w, v, c, peer) or ("The ranges overlap: this run cannot tell the two apart." if overlap
-                                                else "Not explained by this run's figures.")
+                pairs = [(x, by_rep[(w, v, peer, c, m)].get(r)) for r, x in by_rep[(w, v, "queue", c, m)].items()]
+                pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+                ahead = sum(1 for x, y in pairs if (x < y if lower else x > y))
+                reason = why(w, v, c, peer) or "Not explained by this run's figures."
+                if len(pairs) > 1:
+                    reason += (" Repetition by repetition (the systems run interleaved), queue was ahead in %d of %d."
+                               % (ahead, len(pairs)))
                 lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
                              % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
                                 cell((w, v, "queue", c, m), ratio=False), reason))
