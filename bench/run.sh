@@ -166,7 +166,7 @@ cat >"$OUT/meta.json" <<JSON
 {
   "stamp": "$STAMP",
   "mode": "${QUICK:-full}",
-  "command": "$(echo "${QUEUE_SKIP_BUILD:+QUEUE_SKIP_BUILD=1 }${BENCH_ONLY:+BENCH_ONLY=$BENCH_ONLY }${BENCH_SYSTEMS:+BENCH_SYSTEMS=$BENCH_SYSTEMS }${BENCH_REPS:+BENCH_REPS=$BENCH_REPS }${PGBIN:+PGBIN=$PGBIN }bash bench/run.sh $*" | sed 's/"/\\"/g')",
+  "command": "$(echo "${QUEUE_SKIP_BUILD:+QUEUE_SKIP_BUILD=1 }${BENCH_ONLY:+BENCH_ONLY=$BENCH_ONLY }${BENCH_SYSTEMS:+BENCH_SYSTEMS=$BENCH_SYSTEMS }${BENCH_REPS:+BENCH_REPS=$BENCH_REPS }${HORIZON_PHASES:+HORIZON_PHASES=$HORIZON_PHASES }${PGBIN:+PGBIN=$PGBIN }bash bench/run.sh $*" | sed 's/"/\\"/g')",
   "git": "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo '+local changes')",
   "cluster": "$DIR port $PORT",
   "queue_so_md5": "$(md5sum "$PKGLIB/queue.so" | cut -d' ' -f1)",
