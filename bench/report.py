@@ -288,11 +288,12 @@ def shortfalls():
                 lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
                              % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
                                 cell((w, v, "queue", c, m), ratio=False), reason))
-    for title, w, m, higher in (("end-to-end latency p99, best wake-up (ms)", "latency", "p99", False),
-                                ("scheduled lateness p99 (ms)", "scheduled", "lateness p99", False),
-                                ("MVCC horizon, throughput kept", "horizon", "kept (held/clean)", True)):
+    # throughput kept above 1 is the clean phase's noise, not a lead
+    for title, w, m, higher, cap in (("end-to-end latency p99, best wake-up (ms)", "latency", "p99", False, None),
+                                     ("scheduled lateness p99 (ms)", "scheduled", "lateness p99", False, None),
+                                     ("MVCC horizon, throughput kept", "horizon", "kept (held/clean)", True, 1.0)):
         def best(system):
-            vals = [(statistics.median([num(x) for x in agg[k]]), k[1]) for k in agg
+            vals = [(min(statistics.median([num(x) for x in agg[k]]), cap or float("inf")), k[1]) for k in agg
                     if k[0] == w and k[2] == system and k[4] == m and num(agg[k][0]) is not None]
             return (max(vals) if higher else min(vals)) if vals else None
         qv = best("queue")
