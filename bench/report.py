@@ -258,6 +258,9 @@ def why(w, v, c, peer):
         if nb and na and o:
             t += ("; without the archive (retention 0) queue wrote %s and ran at %s jobs/s, %.2f× %s"
                   % (fmt(nb), fmt(na), na / o, the(peer)))
+            if na < o and peer == "pgboss":
+                t += (". pg-boss's complete() marks a job completed and leaves its row, payload included, for "
+                      "its maintenance to delete days later, outside the run")
         return t + "."
     return None
 
@@ -285,6 +288,8 @@ def shortfalls():
                 if len(pairs) > 1:
                     reason += (" Repetition by repetition (the systems run interleaved), queue was ahead in %d of %d."
                                % (ahead, len(pairs)))
+                else:
+                    reason += " This cell ran once."
                 lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
                              % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
                                 cell((w, v, "queue", c, m), ratio=False), reason))
