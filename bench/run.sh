@@ -2,7 +2,7 @@
 # bench/run.sh: the benchmark suite of the queue extension.
 #
 #   bash bench/run.sh            full run (about 60 minutes on 2 cores)
-#   bash bench/run.sh --quick    smoke run (2-3 minutes): every workload
+#   bash bench/run.sh --quick    smoke run (3-4 minutes): every workload
 #                                and every system once, tiny durations
 #
 # On a fresh Debian bookworm machine, as root: installs what it needs from
