@@ -179,9 +179,8 @@ def headline():
     for metric in ("p50", "p99"):
         cells = []
         for s in syss:
-            vals = [(statistics.median([num(x) for x in agg[k]]), k[1]) for k in agg
-                    if k[0] == "latency" and k[2] == s and k[4] == metric and num(agg[k][0]) is not None]
-            cells.append("%s" % fmt(min(vals)[0]) if vals else "n/a")
+            b = best("latency", s, metric)
+            cells.append(fmt(b[0]) if b else "n/a")
         lines.append("| end-to-end latency %s at %s jobs/s (best wake-up) | ms | %s |"
                      % (metric, steady_rate(), " | ".join(cells)))
     cells = []
@@ -265,6 +264,25 @@ def why(w, v, c, peer):
     return None
 
 
+# figures with one value per system and variant: the best variant counts.
+# Throughput kept above 1 is the clean phase's noise, not a lead.
+SINGLE_FIGURES = (("end-to-end latency p99, best wake-up (ms)", "latency", "p99", False, None),
+                  ("scheduled lateness p99 (ms)", "scheduled", "lateness p99", False, None),
+                  ("MVCC horizon, throughput kept", "horizon", "kept (held/clean)", True, 1.0),
+                  ("orphans, all claimable again after (s)", "orphans", "recovery", False, None))
+SINGLE_WHY = {("orphans", "pgq"): "PgQ has no leases to expire: a batch that was not finished is handed to the same "
+              "consumer name whenever it asks again, even while the first reader still works on it, so its figure is "
+              "the time to ask. queue's is the time for the worker to notice the dead backend and make its jobs "
+              "ready again."}
+
+
+def best(w, system, metric, higher=False, cap=None):
+    """(value, variant) of system's best variant of workload w, or None."""
+    vals = [(min(statistics.median([num(x) for x in agg[k]]), cap or float("inf")), k[1]) for k in agg
+            if k[0] == w and k[2] == system and k[4] == metric and num(agg[k][0]) is not None]
+    return (max(vals) if higher else min(vals)) if vals else None
+
+
 def shortfalls():
     """Every cell of the compared workloads in which a peer beat queue (with
     the archive, as installed), and the reason."""
@@ -293,27 +311,14 @@ def shortfalls():
                 lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
                              % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
                                 cell((w, v, "queue", c, m), ratio=False), reason))
-    # throughput kept above 1 is the clean phase's noise, not a lead
-    for title, w, m, higher, cap in (("end-to-end latency p99, best wake-up (ms)", "latency", "p99", False, None),
-                                     ("scheduled lateness p99 (ms)", "scheduled", "lateness p99", False, None),
-                                     ("MVCC horizon, throughput kept", "horizon", "kept (held/clean)", True, 1.0)):
-        def best(system):
-            vals = [(min(statistics.median([num(x) for x in agg[k]]), cap or float("inf")), k[1]) for k in agg
-                    if k[0] == w and k[2] == system and k[4] == m and num(agg[k][0]) is not None]
-            return (max(vals) if higher else min(vals)) if vals else None
-        qv = best("queue")
+    for title, w, m, higher, cap in SINGLE_FIGURES:
+        qv = best(w, "queue", m, higher, cap)
         for peer in PEERS:
-            pv = best(peer)
+            pv = best(w, peer, m, higher, cap)
             if qv and pv and ((pv[0] > qv[0]) if higher else (pv[0] < qv[0])):
-                lines.append("- **%s: %s %s (%s) against queue's %s (%s).** Not explained by this run's figures."
-                             % (title, LABEL[peer], fmt(pv[0]), pv[1], fmt(qv[0]), qv[1]))
-    q = stat(next((k for k in agg if k[0] == "orphans" and k[2] == "queue" and k[4] == "recovery"), ("",) * 5))
-    p = stat(next((k for k in agg if k[0] == "orphans" and k[2] == "pgq" and k[4] == "recovery"), ("",) * 5))
-    if q and p and q.get("median") is not None and p.get("median") is not None and p["median"] < q["median"]:
-        lines.append("- **orphans: PgQ %s s against queue's %s s.** PgQ has no leases to expire: a batch that was "
-                     "not finished is handed to the same consumer name whenever it asks again, even while the "
-                     "first reader still works on it, so its figure is the time to ask. queue's is the time for "
-                     "the worker to notice the dead backend and make its jobs ready again." % (fmt(p["median"]), fmt(q["median"])))
+                lines.append("- **%s: %s %s (%s) against queue's %s (%s).** %s"
+                             % (title, LABEL[peer], fmt(pv[0]), pv[1], fmt(qv[0]), qv[1],
+                                SINGLE_WHY.get((w, peer), "Not explained by this run's figures.")))
     if not lines:
         return "In this run, no peer beat queue in any compared cell.\n"
     return ("Every cell of the enqueue, drain and payload workloads in which a peer beat queue (with the archive, as "
