@@ -72,6 +72,9 @@ class Cfg:
             self.horizon_rate = 400
             self.groups = [None, 1, 1000]
             self.payloads = [2048]
+            # backlogs a third of a measured run's: filling them is most of
+            # quick mode's time, and nothing is measured
+            self.backlog_scale = 0.3
         else:
             self.reps = int(env("BENCH_REPS", 3))
             self.enq_s = float(env("ENQ_SECONDS", 4))
@@ -91,12 +94,15 @@ class Cfg:
             self.horizon_rate = 800
             self.groups = [None, 1, 1000, 1000000]
             self.payloads = [2048, 65536]
+            self.backlog_scale = 1.0
         self.systems = [s for s in env("BENCH_SYSTEMS", ",".join(ALL_SYSTEMS)).split(",") if s]
 
 
 # ---------------------------------------------------------------- helpers
 def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+    # one write per line: lanes log at once in quick mode
+    sys.stderr.write(" ".join([time.strftime("%H:%M:%S")] + [str(x) for x in a]) + "\n")
+    sys.stderr.flush()
 
 
 def connect(autocommit=True, app="bench"):
@@ -105,15 +111,18 @@ def connect(autocommit=True, app="bench"):
     return c
 
 
-_admin = None
+# Quick mode runs each system's cells in a lane (thread) of its own, all
+# lanes at once (run_lanes); a full run measures one cell at a time.
+PARALLEL = False
+_local = threading.local()
 
 
 def sql(q, args=None, fetch=None):
-    """Run one statement on the shared autocommit connection."""
-    global _admin
-    if _admin is None or _admin.closed:
-        _admin = connect(app="bench admin")
-    with _admin.cursor() as cur:
+    """Run one statement on this thread's autocommit connection."""
+    admin = getattr(_local, "admin", None)
+    if admin is None or admin.closed:
+        admin = _local.admin = connect(app="bench admin")
+    with admin.cursor() as cur:
         cur.execute(q, args)
         if fetch == "one":
             return cur.fetchone()
@@ -222,7 +231,10 @@ SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables
 def quiesce():
     """Before a measured run: VACUUM ANALYZE what autovacuum would pick, then
     CHECKPOINT. Left to autovacuum, the cleanup after earlier runs (throttled,
-    10-20 s per table on this VM) landed in whichever system's run came next."""
+    10-20 s per table on this VM) landed in whichever system's run came next.
+    Quick mode measures nothing, and its lanes drop tables this would name."""
+    if PARALLEL:
+        return
     for (t,) in sql(DUE_FOR_VACUUM, fetch="all"):
         sql("VACUUM ANALYZE %s" % t)
     sql("CHECKPOINT")
@@ -240,21 +252,25 @@ class Results:
         self.w.writeheader()
         self.failures = []
         self.warnings = []
+        self.lock = threading.Lock()
 
     def add(self, workload, variant, system, clients, rep, metric, value, unit, note=""):
         row = dict(workload=workload, variant=variant, system=system, clients=clients, rep=rep,
                    metric=metric, value=value, unit=unit, note=note)
-        self.rows.append(row)
-        self.w.writerow(row)
-        self.f.flush()
+        with self.lock:
+            self.rows.append(row)
+            self.w.writerow(row)
+            self.f.flush()
 
     def warn(self, what, msg):
         log("WARNING:", what, msg)
-        self.warnings.append((what, msg))
+        with self.lock:
+            self.warnings.append((what, msg))
 
     def fail(self, what, err):
         log("FAILED:", what, str(err)[:2000])
-        self.failures.append((what, str(err)))
+        with self.lock:
+            self.failures.append((what, str(err)))
 
 
 # ---------------------------------------------------------------- setup
@@ -538,7 +554,9 @@ def estimate(rates, system, batch, mode, nbytes, clients):
     factor = {100: 1, 2048: 0.5, 65536: 0.03}.get(nbytes, 1)
     if same_sys:
         return max(same_sys) * factor * 2.5
-    return guess(batch, nbytes) * (2 if system in ("floor", "pgq") else 1) * 2
+    # the Node clients drained at a third to a half of queue's rates in
+    # 20261122T173930Z, and fill their backlogs slowest of all
+    return guess(batch, nbytes) * {"floor": 2, "pgq": 2, "pgboss": 0.5, "graphile": 0.5}.get(system, 1) * 2
 
 
 def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100, workload="drain", variant=None, rep=0):
@@ -550,7 +568,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
     wal = None  # the Node clients fill their backlog inside the run: not measured
     for attempt in (1, 2):
-        target = min(int(est * seconds) + 5 * batch * clients, cap)
+        target = min(int(est * seconds * cfg.backlog_scale) + 5 * batch * clients, cap)
         if system in ("pgboss", "graphile"):
             r = node({"cmd": "drain", "system": system, "clients": clients, "seconds": seconds, "batch": batch,
                       "mode": mode, "target": target, "bytes": nbytes})
@@ -566,6 +584,9 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
         if not dry:
             if wal is not None:
                 wal.record(res, workload, variant, system, clients, rep, jobs)
+            break
+        if cfg.quick:
+            log("backlog ran dry (%s, %s, %d clients): quick mode keeps the lower bound" % (system, variant, clients))
             break
         if attempt == 1 and target < cap:
             log("backlog ran dry (%s, %s, %d clients): again with a larger one" % (system, variant, clients))
@@ -681,14 +702,17 @@ def run_steady(cfg, res, system, variant):
         lat_stats = r
         got = r["n"]
     else:
-        mp = multiprocessing.get_context("fork")
+        # forked from a lane, a child could inherit a lock another lane holds
+        mp = multiprocessing.get_context("forkserver" if PARALLEL else "fork")
         stop, out = mp.Event(), mp.Queue()
         procs = []
         if system == "queue":
-            queue_recreate("bl")
-            stmt = "SELECT queue.enqueue('bl', %s::jsonb)"
+            # a queue per variant: quick mode runs them at once
+            qn = {"queue_listen": "bl", "queue_wait": "blw", "queue_wait_tx": "blt"}[STEADY_KIND[variant]]
+            queue_recreate(qn)
+            stmt = "SELECT queue.enqueue('%s', %%s::jsonb)" % qn
             for _ in range(consumers):
-                procs.append(mp.Process(target=steady_consumer, args=(STEADY_KIND[variant], out, stop), kwargs={"qname": "bl"}))
+                procs.append(mp.Process(target=steady_consumer, args=(STEADY_KIND[variant], out, stop), kwargs={"qname": qn}))
         elif system == "baseline":
             sql("TRUNCATE base_lat")
             stmt = ("WITH j AS (INSERT INTO base_lat (payload) VALUES (%s::jsonb) RETURNING id), "
@@ -839,8 +863,10 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
         ready_q = None
         note = "batch of %s events; the same batch is handed to the consumer's next next_batch()" % held
     else:
-        # a Node process takes the jobs through the system's API and holds them
-        env = dict(os.environ, PGDATABASE=DB)
+        # a Node process takes the jobs through the system's API and holds them;
+        # its connections are the ones killed, found by their application_name
+        appname = "orphan holder %s" % system
+        env = dict(os.environ, PGDATABASE=DB, PGAPPNAME=appname)
         sql("SELECT pg_stat_clear_snapshot()")
         if system == "pgboss":
             node({"cmd": "reset", "system": "pgboss"})
@@ -858,7 +884,8 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
             ready_q = "SELECT count(*) FROM pgboss.job WHERE name = 'pb' AND state IN ('created', 'retry')"
             # recovery needs a running pg-boss with its supervisor, defaults
             sup = subprocess.Popen([NODE, NODE_SCRIPT, json.dumps({"cmd": "supervise", "seconds": cap + 30})],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=os.path.join(HERE, "node"), env=env)
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=os.path.join(HERE, "node"),
+                                   env=dict(env, PGAPPNAME="orphan supervisor"))
             sup.stdout.readline()
             extra_procs.append(sup)
             note = "expireInSeconds %d; a running pg-boss (default superviseIntervalSeconds 60) fails/retries expired jobs" % lease
@@ -866,8 +893,11 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
             ready_q = "SELECT count(*) FROM graphile_worker._private_jobs WHERE locked_at IS NULL"
             note = "locked jobs are released after 4 h (graphile-worker's fixed lock timeout)"
         holder = None
-        held_pids = [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
-                                       "AND application_name NOT LIKE 'bench%%' AND backend_type = 'client backend'", (DB,), fetch="all")]
+        held_pids = [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+                                       (DB, appname), fetch="all")]
+        if not held_pids:
+            pr.kill()
+            raise RuntimeError("no connection of the holder (application_name %r) found" % appname)
     t0 = time.time()
     if system in ("pgboss", "graphile"):
         pr.kill()
@@ -1038,28 +1068,29 @@ def run_groups(cfg, res, groups, seconds, rates, rep):
     p = make_payload()
     key = ("groups", groups)
     est = rates.get(key, 50000)
-    n = int(est * seconds * 2.5) + 2000
+    n = int(est * seconds * 2.5 * cfg.backlog_scale) + 2000
     if groups is not None and groups > n:
         n = groups
-    queue_recreate("bg")
+    qn = "bg" if groups is None else "bg%d" % groups  # a queue per variant: quick mode runs them at once
+    queue_recreate(qn)
     if groups is None:
         # (enqueue_batch takes at most 1,000,000 jobs per call)
         for lo in range(0, n, 100000):
-            sql("SELECT count(*) FROM queue.enqueue_batch('bg', (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))"
-                % (min(n, lo + 100000) - lo), (p,))
+            sql("SELECT count(*) FROM queue.enqueue_batch(%%s, (SELECT array_agg(%%s::jsonb) FROM generate_series(1, %d)))"
+                % (min(n, lo + 100000) - lo), (qn, p))
     else:
         # producers enqueue in transactions of 1,000 jobs (each distinct
         # group_key in a transaction takes a lock until its end)
         for lo in range(0, n, 1000):
-            sql("SELECT count(queue.enqueue('bg', %%s::jsonb, group_key => 'g' || (i %%%% %d))) "
-                "FROM generate_series(%d, %d) i" % (groups, lo + 1, min(n, lo + 1000)), (p,))
-    sql("VACUUM ANALYZE queue.q_bg")
+            sql("SELECT count(queue.enqueue(%%s, %%s::jsonb, group_key => 'g' || (i %%%% %d))) "
+                "FROM generate_series(%d, %d) i" % (groups, lo + 1, min(n, lo + 1000)), (qn, p))
+    sql("VACUUM ANALYZE queue.q_%s" % qn)
     quiesce()
-    before = sql("SELECT count(*) FROM queue.q_bg", fetch="val")
+    before = sql("SELECT count(*) FROM queue.q_%s" % qn, fetch="val")
     script = ("BEGIN;\nSELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
-              "FROM queue.claim('bg', 100) \\gset\nSELECT queue.complete(:ids::bigint[]);\nCOMMIT;\n")
+              "FROM queue.claim('%s', 100) \\gset\nSELECT queue.complete(:ids::bigint[]);\nCOMMIT;\n" % qn)
     r = pgbench(script, 4, seconds)
-    after = sql("SELECT count(*) FROM queue.q_bg", fetch="val")
+    after = sql("SELECT count(*) FROM queue.q_%s" % qn, fetch="val")
     rate = (before - after) / r["seconds"]
     rates[key] = max(rate, 1)
     res.add("groups", variant, "queue", 4, rep, "throughput", round(rate, 1), "jobs/s", "backlog %d" % before)
@@ -1097,6 +1128,8 @@ def main():
     if "--only" in sys.argv:
         only = set(sys.argv[sys.argv.index("--only") + 1].split(","))
     cfg = Cfg(quick)
+    global PARALLEL
+    PARALLEL = quick
     res = Results(os.path.join(outdir, "raw.csv"))
     systems = cfg.systems
     want = lambda w: only is None or w in only  # noqa
@@ -1121,41 +1154,61 @@ def main():
         k = rep % len(systems)
         return systems[k:] + systems[:k]
 
-    def guarded(what, f, *a, **k):
+    def guarded(what, f, *a):
         log(what)
+        t0 = time.time()
         try:
-            return f(*a, **k)
+            f(*a)
+            if PARALLEL:
+                log("%s: %.1f s" % (what, time.time() - t0))
         except Exception as e:  # noqa
             res.fail(what, e)
-            return None
 
-    def section(name, body):
-        if not want(name):
+    def run_lanes(cells):
+        """Run cells (lane, what, function, args...): one at a time in the
+        order given, or in quick mode each lane's cells in that order in a
+        thread of its own, every lane at once.  A lane is what must not run
+        beside itself: a system's tables, or one queue."""
+        if not PARALLEL:
+            for _, what, f, *a in cells:
+                guarded(what, f, *a)
             return
-        t0 = time.time()
-        log("== %s" % name)
-        body()
-        timings[name] = time.time() - t0
-        log("== %s done in %.0f s" % (name, timings[name]))
+        lanes = {}
+        for c in cells:
+            lanes.setdefault(c[0], []).append(c[1:])
+
+        def lane(todo):
+            for what, f, *a in todo:
+                guarded(what, f, *a)
+            if getattr(_local, "admin", None) is not None:
+                _local.admin.close()
+        ts = [threading.Thread(target=lane, args=(todo,)) for todo in lanes.values()]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
 
     # ---- enqueue: single jobs and batches of 100; bulk 10,000
     def w_enqueue():
+        cells = []
         for rep in range(cfg.reps):
             for clients in cfg.clients:
                 if clients != cfg.main_clients and rep >= cfg.side_reps:
                     continue
                 for s in rotated(rep):
-                    guarded("enqueue %s c%d" % (s, clients), run_enqueue, cfg, res, s, clients, 1, cfg.enq_s, rep=rep)
+                    cells.append((s, "enqueue %s c%d" % (s, clients), run_enqueue, cfg, res, s, clients, 1, cfg.enq_s,
+                                  100, "enqueue", None, rep))
             for s in rotated(rep):
-                guarded("enqueue100 %s" % s, run_enqueue, cfg, res, s, 4, 100, cfg.enq_s, rep=rep)
+                cells.append((s, "enqueue100 %s" % s, run_enqueue, cfg, res, s, 4, 100, cfg.enq_s, 100, "enqueue", None, rep))
             for s in rotated(rep):
-                guarded("bulk %s" % s, run_bulk, cfg, res, s, 10000, rep)
-    section("enqueue", w_enqueue)
+                cells.append((s, "bulk %s" % s, run_bulk, cfg, res, s, 10000, rep))
+        return cells
 
     # ---- drain a preloaded backlog
     rates = {}
 
     def w_drain():
+        cells = []
         for rep in range(cfg.reps):
             for batch, mode in cfg.drain_matrix:
                 for clients in cfg.drain_clients:
@@ -1166,26 +1219,25 @@ def main():
                             continue  # PgQ hands out batches per tick only
                         if s == "graphile" and mode == "tx":
                             continue  # graphile-worker completes after the task, in its own transaction
-                        guarded("drain %s b%d %s c%d" % (s, batch, mode, clients),
-                                run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates, rep=rep)
-    section("drain", w_drain)
+                        cells.append((s, "drain %s b%d %s c%d" % (s, batch, mode, clients),
+                                      run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates,
+                                      100, "drain", None, rep))
+        return cells
 
     # ---- payload size: enqueue (4 clients) and drain (claim 100, one txn, 4 consumers)
     def w_payload():
+        cells = []
         for rep in range(cfg.side_reps):
             for nbytes in cfg.payloads:
                 label = {100: "100 B", 2048: "2 KB", 65536: "64 KB"}[nbytes]
                 for s in systems:
-                    guarded("payload enq %s %s" % (s, label), run_enqueue, cfg, res, s, 4, 1, cfg.enq_s, nbytes,
-                            workload="payload enqueue", variant=label, rep=rep)
+                    cells.append((s, "payload enq %s %s" % (s, label), run_enqueue, cfg, res, s, 4, 1, cfg.enq_s, nbytes,
+                                  "payload enqueue", label, rep))
                 for s in systems:
-                    if s == "graphile":
-                        mode = "leased"
-                    else:
-                        mode = "tx"
-                    guarded("payload drain %s %s" % (s, label), run_drain, cfg, res, s, 4, 100, mode, cfg.drain_s, rates,
-                            nbytes, workload="payload drain", variant=label, rep=rep)
-    section("payload", w_payload)
+                    mode = "leased" if s == "graphile" else "tx"
+                    cells.append((s, "payload drain %s %s" % (s, label), run_drain, cfg, res, s, 4, 100, mode, cfg.drain_s,
+                                  rates, nbytes, "payload drain", label, rep))
+        return cells
 
     # ---- steady state latency
     def w_latency():
@@ -1200,42 +1252,42 @@ def main():
             plan += [("pgboss", "work() with queue notify + useListenNotify, batch 100")]
         if "graphile" in systems:
             plan += [("graphile", "run() (LISTEN on new jobs), concurrency 2")]
-        for s, v in plan:
-            guarded("latency %s" % s, run_steady, cfg, res, s, v)
-    section("latency", w_latency)
+        # queue's variants have a queue each; the baseline's share its table
+        return [(s + (v if s == "queue" else ""), "latency %s" % s, run_steady, cfg, res, s, v) for s, v in plan]
 
     # ---- scheduled jobs
     def w_sched():
-        for s in systems:
-            if s in ("pgq", "floor", "queue_noarch"):
-                continue
-            guarded("scheduled %s" % s, run_scheduled, cfg, res, s)
-    section("scheduled", w_sched)
+        return [(s, "scheduled %s" % s, run_scheduled, cfg, res, s) for s in systems if s not in ("pgq", "floor", "queue_noarch")]
 
     # ---- orphans
     def w_orphans():
-        for s in systems:
-            if s in ("floor", "queue_noarch"):
-                continue
-            guarded("orphans %s" % s, run_orphans, cfg, res, s)
-    section("orphans", w_orphans)
+        return [(s, "orphans %s" % s, run_orphans, cfg, res, s) for s in systems if s not in ("floor", "queue_noarch")]
 
     # ---- groups (queue only)
     def w_groups():
         if "queue" not in systems:
-            return
-        for rep in range(cfg.side_reps):
-            for g in cfg.groups:
-                guarded("groups %s" % g, run_groups, cfg, res, g, cfg.drain_s, rates, rep)
-    section("groups", w_groups)
+            return []
+        return [("groups %s" % g, "groups %s" % g, run_groups, cfg, res, g, cfg.drain_s, rates, rep)
+                for rep in range(cfg.side_reps) for g in cfg.groups]
 
     # ---- MVCC horizon
     def w_horizon():
-        for kind in ("xid", "rr"):
-            for s in ("queue", "baseline"):
-                if s in systems:
-                    guarded("horizon %s %s" % (s, kind), run_horizon, cfg, res, s, kind, outdir)
-    section("horizon", w_horizon)
+        return [(s, "horizon %s %s" % (s, kind), run_horizon, cfg, res, s, kind, outdir)
+                for kind in ("xid", "rr") for s in ("queue", "baseline") if s in systems]
+
+    sections = [("enqueue", w_enqueue), ("drain", w_drain), ("payload", w_payload), ("latency", w_latency),
+                ("scheduled", w_sched), ("orphans", w_orphans), ("groups", w_groups), ("horizon", w_horizon)]
+    sections = [(name, build) for name, build in sections if want(name)]
+    if PARALLEL:
+        # one go: a system's lane runs its cells of every workload in order
+        parts = sections
+        sections = [(" + ".join(name for name, _ in parts), lambda: [c for _, b in parts for c in b()])]
+    for name, build in sections:
+        t0 = time.time()
+        log("== %s" % name)
+        run_lanes(build())
+        timings[name] = time.time() - t0
+        log("== %s done in %.0f s" % (name, timings[name]))
 
     with open(os.path.join(outdir, "timings.json"), "w") as f:
         json.dump({"sections": timings, "total": time.time() - t_start, "failures": res.failures,

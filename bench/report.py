@@ -474,7 +474,8 @@ def main():
     quick = meta.get("mode") != "full"
     out = []
     w = out.append
-    w("# queue benchmark report%s\n" % (" (QUICK SMOKE RUN: tiny durations, 1 run each, numbers are not meaningful)" if quick else ""))
+    w("# queue benchmark report%s\n" % (" (QUICK SMOKE RUN: tiny durations and backlogs, 1 run each, every system's "
+                                         "runs at once on the same cores: numbers are not meaningful)" if quick else ""))
     w("Run %s, command `%s`, took %.0f s.\n" % (meta.get("stamp", "?"), meta.get("command", "bash bench/run.sh"),
                                               timings.get("total", 0)))
     notes_file = os.path.join(OUT, "notes.md")
@@ -497,9 +498,12 @@ def main():
     w("")
     w("Every figure is the median of the runs, [min–max] when there were several, and (×) its ratio to the "
       "hand-written baseline measured in the same run. Throughputs: higher is better; latencies and durations: lower "
-      "is better. Runs of the systems are interleaved, each repetition starting with a different system, so slow "
-      "drifts of this shared 2-core VM hit all of them. Before every run, the tables autovacuum would pick are "
-      "vacuumed and a checkpoint is taken, so no run pays for another's cleanup.\n")
+      "is better. " + ("Quick mode runs each system's workloads in order in a thread of its own, all systems at once, "
+                       "so that the smoke test takes about a minute; the systems compete for the cores, and nothing "
+                       "is vacuumed between runs.\n" if quick else
+                       "Runs of the systems are interleaved, each repetition starting with a different system, so slow "
+                       "drifts of this shared 2-core VM hit all of them. Before every run, the tables autovacuum would "
+                       "pick are vacuumed and a checkpoint is taken, so no run pays for another's cleanup.\n"))
     w("## Headline\n")
     w(headline())
     w("![throughput relative to the baseline](chart.svg)\n")

@@ -2,8 +2,9 @@
 # bench/run.sh: the benchmark suite of the queue extension.
 #
 #   bash bench/run.sh            full run (about 60 minutes on 2 cores)
-#   bash bench/run.sh --quick    smoke run (3-4 minutes): every workload
-#                                and every system once, tiny durations
+#   bash bench/run.sh --quick    smoke run (about a minute): every workload
+#                                and every system once, tiny durations,
+#                                all systems at once
 #
 # On a fresh Debian bookworm machine, as root: installs what it needs from
 # Debian (PostgreSQL 15, PgQ and its ticker pgqd, gnuplot, npm) and the Node

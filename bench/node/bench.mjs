@@ -58,6 +58,8 @@ async function bossStart(extra = {}) {
     schedule: false,
     supervise: extra.supervise ?? false,
     migrate: true,
+    // pg-boss names its connections 'pgboss' unless told (the orphan holder is)
+    application_name: process.env.PGAPPNAME,
     ...extra,
   });
   boss.on('error', (e) => console.error('pg-boss error:', e.message));
