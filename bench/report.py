@@ -223,6 +223,7 @@ def why(w, v, c, peer):
     qb, pb = wal(w, v, "queue", c, "WAL per job"), wal(w, v, peer, c, "WAL per job")
     qf, pf = wal(w, v, "queue", c, "WAL flushes per job"), wal(w, v, peer, c, "WAL flushes per job")
     base = wal(w, v, "baseline", c, "WAL per job")
+    nb = wal(w, v, "queue_noarch", c, "WAL per job")
     if peer == "pgq" and w in ("drain", "payload drain"):
         t = ("PgQ is an event log read between ticks: its consumer never updates or deletes an event (whole "
              "tables are truncated in rotation), so it has no per-event state, lease, retry or completion, and no "
@@ -230,7 +231,6 @@ def why(w, v, c, peer):
         if qb is not None and pb is not None:
             t += "; it wrote %s bytes of WAL per event against queue's %s" % (fmt(pb), fmt(qb))
         floor, pgq = med(w, v, "floor", c, "throughput"), med(w, v, "pgq", c, "throughput")
-        nb = wal(w, v, "queue_noarch", c, "WAL per job")
         if "leased" in v and floor and pgq:
             t += (". The raw floor, the bare row operations of a lease per job (an UPDATE and then a DELETE by "
                   "primary key, each committed, without searching for the job or reading its payload), ran at %s "
@@ -249,7 +249,6 @@ def why(w, v, c, peer):
                 "of WAL per job). Such cells move with the VM's flush rate, within a run as between runs."
                 % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
     if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
-        nb = wal(w, v, "queue_noarch", c, "WAL per job")
         na = med(w, v, "queue_noarch", c, "throughput")
         o = med(w, v, peer, c, "throughput")
         t = ("The archive keeps every finished job, payload included: queue wrote %s bytes of WAL per job against "

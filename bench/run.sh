@@ -163,11 +163,18 @@ rc=0
 "$PY" "$HERE/bench.py" "${ARGS[@]}" || rc=$?
 
 # ------------------------------------------------------------ report
+# the command as run, with every setting the environment overrode
+COMMAND=""
+for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
+	ENQ_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
+	if [ -n "${!v:-}" ]; then COMMAND+="$v=${!v} "; fi
+done
+COMMAND+="bash bench/run.sh $*"
 cat >"$OUT/meta.json" <<JSON
 {
   "stamp": "$STAMP",
   "mode": "${QUICK:-full}",
-  "command": "$(echo "${QUEUE_SKIP_BUILD:+QUEUE_SKIP_BUILD=1 }${BENCH_ONLY:+BENCH_ONLY=$BENCH_ONLY }${BENCH_SYSTEMS:+BENCH_SYSTEMS=$BENCH_SYSTEMS }${BENCH_REPS:+BENCH_REPS=$BENCH_REPS }${HORIZON_PHASES:+HORIZON_PHASES=$HORIZON_PHASES }${PGBIN:+PGBIN=$PGBIN }bash bench/run.sh $*" | sed 's/"/\\"/g')",
+  "command": "$(echo "$COMMAND" | sed 's/"/\\"/g')",
   "git": "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- src sql 2>/dev/null || echo '+local changes')",
   "cluster": "$DIR port $PORT",
   "queue_so_md5": "$(md5sum "$PKGLIB/queue.so" | cut -d' ' -f1)",
