@@ -196,10 +196,14 @@ def pct(values, p):
 
 
 class WalMeter:
-    """WAL written and flushed across the cluster while a run lasts, per job.
-    Bytes come from the insert position, so they are exact; flushes
-    (pg_stat_wal.wal_sync) from the statistics, which backends report when
-    they go idle or exit, so this session forces its own report first."""
+    """WAL written and flushed, and the server's CPU time, across the cluster
+    while a run lasts, per job.  Bytes come from the insert position, so they
+    are exact; flushes (pg_stat_wal.wal_sync) from the statistics, which
+    backends report when they go idle or exit, so this session forces its own
+    report first.  CPU time is every server process's user + system time from
+    /proc (the cluster runs on this machine): it moves far less with the
+    VM's noise than throughput does, so it is how systems compare on work
+    done rather than on luck."""
 
     def __init__(self):
         self.start = self._now()
@@ -208,7 +212,9 @@ class WalMeter:
     def _now():
         sql("SELECT pg_stat_force_next_flush()")
         sql("SELECT pg_stat_clear_snapshot()")
-        return sql("SELECT pg_current_wal_insert_lsn() - '0/0', wal_sync FROM pg_stat_wal", fetch="one")
+        lsn, flushes, pid = sql("SELECT pg_current_wal_insert_lsn() - '0/0', wal_sync, pg_backend_pid() FROM pg_stat_wal",
+                                fetch="one")
+        return lsn, flushes, server_cpu(pid)
 
     def record(self, res, workload, variant, system, clients, rep, jobs):
         if jobs <= 0:
@@ -218,6 +224,34 @@ class WalMeter:
         v = "%s: %s" % (workload, variant)
         res.add("wal", v, system, clients, rep, "WAL per job", round(float(end[0] - self.start[0]) / jobs, 1), "bytes")
         res.add("wal", v, system, clients, rep, "WAL flushes per job", round(float(end[1] - self.start[1]) / jobs, 3), "flushes")
+        if end[2] is not None and self.start[2] is not None:
+            res.add("wal", v, system, clients, rep, "server CPU per job",
+                    round((end[2] - self.start[2]) * 1e6 / jobs, 2), "µs")
+
+
+def server_cpu(backend_pid):
+    """Seconds of CPU the cluster's processes have used: the postmaster's
+    own and its exited children's (which it has reaped), and its live
+    children's.  None where /proc does not show the server."""
+    def fields(pid):
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()  # after the command name
+    try:
+        postmaster = int(fields(backend_pid)[1])
+        f = fields(postmaster)
+        ticks = sum(int(x) for x in f[11:15])  # utime, stime, cutime, cstime
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == postmaster:
+                continue
+            try:
+                f = fields(pid)
+            except OSError:
+                continue  # exited meanwhile: counted in the postmaster's cutime
+            if int(f[1]) == postmaster:
+                ticks += int(f[11]) + int(f[12])
+    except (OSError, ValueError, IndexError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 # the tables autovacuum would pick now, by its default thresholds

@@ -230,6 +230,10 @@ def why(w, v, c, peer):
              "competing consumers (each consumer here reads a queue of its own)")
         if qb is not None and pb is not None:
             t += "; it wrote %s bytes of WAL per event against queue's %s" % (fmt(pb), fmt(qb))
+        qc, pc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, peer, c, "server CPU per job")
+        if qc is not None and pc is not None:
+            t += (", and its server spent %s µs of CPU per event against queue's %s (%s without the archive)"
+                  % (fmt(pc), fmt(qc), fmt(wal(w, v, "queue_noarch", c, "server CPU per job"))))
         floor, pgq = med(w, v, "floor", c, "throughput"), med(w, v, "pgq", c, "throughput")
         if "leased" in v and floor and pgq:
             t += (". The raw floor, the bare row operations of a lease per job (an UPDATE and then a DELETE by "
@@ -239,6 +243,9 @@ def why(w, v, c, peer):
                   % (fmt(floor), pgq / floor, med(w, v, "queue", c, "throughput") / floor,
                      "none can lead PgQ here" if pgq >= floor else
                      "none can lead PgQ here by more than %.0f%%" % (100 * (floor / pgq - 1))))
+            fc = wal(w, v, "floor", c, "server CPU per job")
+            if fc is not None:
+                t += " (the floor's server spent %s µs of CPU per job)" % fmt(fc)
         elif nb is not None and base is not None:
             t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
@@ -536,14 +543,17 @@ def main():
     w(table("payload enqueue"))
     w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above):\n")
     w(table("payload drain"))
-    w("## WAL per job\n")
-    w("What each run of the SQL systems above wrote to the WAL and how often the WAL was flushed to disk, per job "
-      "(cluster-wide, so it includes the system's background work: PgQ's ticker, queue's worker). Bytes come from "
-      "`pg_current_wal_insert_lsn()` before and after the run, flushes from `pg_stat_wal.wal_sync`. Lower is "
-      "better; the ratio is to the baseline. These do not move with the machine's noise the way throughput does: "
-      "where a cell is bound by the disk's flush time (about one flush per transaction with few clients), a "
-      "system that writes less and flushes no more per job cannot be slower but for that noise. The Node "
-      "clients fill their backlogs inside the run, so they are not measured here.\n")
+    w("## WAL and server CPU per job\n")
+    w("What each run of the SQL systems above wrote to the WAL, how often the WAL was flushed to disk, and how "
+      "much CPU the server's processes used, per job (cluster-wide, so it includes the system's background "
+      "work: PgQ's ticker, queue's worker). Bytes come from `pg_current_wal_insert_lsn()` before and after the "
+      "run, flushes from `pg_stat_wal.wal_sync`, CPU from the user and system time in `/proc` of the postmaster "
+      "and its children, live and exited (pgbench's own CPU is not in it). Lower is better; the ratio is to the "
+      "baseline. These do not move with the machine's noise the way throughput does: where a cell is bound by "
+      "the disk's flush time (about one flush per transaction with few clients), a system that writes less and "
+      "flushes no more per job cannot be slower but for that noise; where it is bound by the CPU, the server's "
+      "CPU per job says which system does less work. The Node clients fill their backlogs inside the run, so "
+      "they are not measured here.\n")
     w(table("wal"))
     w("## Steady state: end-to-end latency\n")
     w("A producer at a fixed rate (one job per transaction) and consumers woken the system's own way, each in a "
