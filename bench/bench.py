@@ -89,7 +89,7 @@ class Cfg:
             self.steady_rate = 200
             self.sched_n, self.sched_spread, self.sched_lead = 10000, 20, 5
             self.orphan_cap = 80.0
-            self.horizon = [float(x) for x in env("HORIZON_PHASES", "30,90,30").split(",")]
+            self.horizon = [float(x) for x in env("HORIZON_PHASES", "120,300,120").split(",")]
             self.horizon_window = 30.0
             self.horizon_rate = 800
             self.groups = [None, 1, 1000, 1000000]
