@@ -167,9 +167,10 @@ rc=0
 COMMAND=""
 for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
 	ENQ_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
+	[ "$v" = PGBIN ] && [ "$PGBIN" = "$SYSTEM_PGBIN" ] && continue  # the default, set above
 	if [ -n "${!v:-}" ]; then COMMAND+="$v=${!v} "; fi
 done
-COMMAND+="bash bench/run.sh $*"
+COMMAND+="bash bench/run.sh${*:+ $*}"
 cat >"$OUT/meta.json" <<JSON
 {
   "stamp": "$STAMP",
