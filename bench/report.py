@@ -252,9 +252,12 @@ def why(w, v, c, peer):
                   "without the archive queue wrote %s bytes of WAL per job, the baseline %s" % (fmt(nb), fmt(base)))
         return t + "."
     if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
-        return ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
-                "of WAL per job). Such cells move with the VM's flush rate, within a run as between runs."
-                % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
+        t = ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
+             "of WAL per job)" % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
+        qc, pc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, peer, c, "server CPU per job")
+        if qc is not None and pc is not None:
+            t += ", and the server spent %s µs of CPU per job for queue against %s for %s" % (fmt(qc), fmt(pc), the(peer))
+        return t + ". Such cells move with the VM's flush rate, within a run as between runs."
     if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
         na = med(w, v, "queue_noarch", c, "throughput")
         o = med(w, v, peer, c, "throughput")
