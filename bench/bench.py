@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 
 import psycopg2
 import psycopg2.extensions
@@ -1230,10 +1231,10 @@ def main():
                 if clients != cfg.main_clients and rep >= cfg.side_reps:
                     continue
                 for s in rotated(rep):
-                    cells.append((s, "enqueue %s c%d" % (s, clients), run_enqueue, cfg, res, s, clients, 1, cfg.enq_s,
-                                  100, "enqueue", None, rep))
+                    cells.append((s, "enqueue %s c%d" % (s, clients), partial(run_enqueue, rep=rep),
+                                  cfg, res, s, clients, 1, cfg.enq_s))
             for s in rotated(rep):
-                cells.append((s, "enqueue100 %s" % s, run_enqueue, cfg, res, s, 4, 100, cfg.enq_s, 100, "enqueue", None, rep))
+                cells.append((s, "enqueue100 %s" % s, partial(run_enqueue, rep=rep), cfg, res, s, 4, 100, cfg.enq_s))
             for s in rotated(rep):
                 cells.append((s, "bulk %s" % s, run_bulk, cfg, res, s, 10000, rep))
         return cells
@@ -1254,8 +1255,7 @@ def main():
                         if s == "graphile" and mode == "tx":
                             continue  # graphile-worker completes after the task, in its own transaction
                         cells.append((s, "drain %s b%d %s c%d" % (s, batch, mode, clients),
-                                      run_drain, cfg, res, s, clients, batch, mode, cfg.drain_s, rates,
-                                      100, "drain", None, rep))
+                                      partial(run_drain, rep=rep), cfg, res, s, clients, batch, mode, cfg.drain_s, rates))
         return cells
 
     # ---- payload size: enqueue (4 clients) and drain (claim 100, one txn, 4 consumers)
@@ -1265,12 +1265,14 @@ def main():
             for nbytes in cfg.payloads:
                 label = {100: "100 B", 2048: "2 KB", 65536: "64 KB"}[nbytes]
                 for s in systems:
-                    cells.append((s, "payload enq %s %s" % (s, label), run_enqueue, cfg, res, s, 4, 1, cfg.enq_s, nbytes,
-                                  "payload enqueue", label, rep))
+                    cells.append((s, "payload enq %s %s" % (s, label),
+                                  partial(run_enqueue, nbytes=nbytes, workload="payload enqueue", variant=label, rep=rep),
+                                  cfg, res, s, 4, 1, cfg.enq_s))
                 for s in systems:
                     mode = "leased" if s == "graphile" else "tx"
-                    cells.append((s, "payload drain %s %s" % (s, label), run_drain, cfg, res, s, 4, 100, mode, cfg.drain_s,
-                                  rates, nbytes, "payload drain", label, rep))
+                    cells.append((s, "payload drain %s %s" % (s, label),
+                                  partial(run_drain, nbytes=nbytes, workload="payload drain", variant=label, rep=rep),
+                                  cfg, res, s, 4, 100, mode, cfg.drain_s, rates))
         return cells
 
     # ---- steady state latency

@@ -224,13 +224,13 @@ def why(w, v, c, peer):
     qf, pf = wal(w, v, "queue", c, "WAL flushes per job"), wal(w, v, peer, c, "WAL flushes per job")
     base = wal(w, v, "baseline", c, "WAL per job")
     nb = wal(w, v, "queue_noarch", c, "WAL per job")
+    qc, pc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, peer, c, "server CPU per job")
     if peer == "pgq" and w in ("drain", "payload drain"):
         t = ("PgQ is an event log read between ticks: its consumer never updates or deletes an event (whole "
              "tables are truncated in rotation), so it has no per-event state, lease, retry or completion, and no "
              "competing consumers (each consumer here reads a queue of its own)")
         if qb is not None and pb is not None:
             t += "; it wrote %s bytes of WAL per event against queue's %s" % (fmt(pb), fmt(qb))
-        qc, pc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, peer, c, "server CPU per job")
         if qc is not None and pc is not None:
             t += (", and its server spent %s µs of CPU per event against queue's %s (%s without the archive)"
                   % (fmt(pc), fmt(qc), fmt(wal(w, v, "queue_noarch", c, "server CPU per job"))))
@@ -254,7 +254,6 @@ def why(w, v, c, peer):
     if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
         t = ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
              "of WAL per job)" % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
-        qc, pc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, peer, c, "server CPU per job")
         if qc is not None and pc is not None:
             t += ", and the server spent %s µs of CPU per job for queue against %s for %s" % (fmt(qc), fmt(pc), the(peer))
         return t + ". Such cells move with the VM's flush rate, within a run as between runs."
