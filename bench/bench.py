@@ -63,7 +63,7 @@ class Cfg:
             self.drain_s = float(env("DRAIN_SECONDS", 1))
             self.clients = [4]
             self.drain_clients = [4]
-            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased")]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch")]
             self.steady_s = float(env("STEADY_SECONDS", 1))
             self.steady_rate = 100
             self.sched_n, self.sched_spread, self.sched_lead = 1000, 2, 1
@@ -85,7 +85,7 @@ class Cfg:
             self.drain_s = float(env("DRAIN_SECONDS", 10))
             self.clients = [1, 4, 16]
             self.drain_clients = [1, 4, 16]
-            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased")]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased"), (100, "batch")]
             self.steady_s = float(env("STEADY_SECONDS", 20))
             self.steady_rate = 200
             self.sched_n, self.sched_spread, self.sched_lead = 10000, 20, 5
@@ -467,6 +467,15 @@ def run_bulk(cfg, res, system, n, rep):
 
 
 # ---------------------------------------------------------------- drain
+def drains(system, batch, mode):
+    """Whether system has a drain of this batch size and mode."""
+    if system == "pgq" and batch == 1:
+        return False  # PgQ hands out batches per tick only
+    if system == "graphile" and mode == "tx":
+        return False  # graphile-worker completes after the task, in its own transaction
+    return mode != "batch" or (system == "floor" and batch > 1)
+
+
 def drain_script(system, batch, mode):
     """mode: "tx" (claim and complete in one transaction), "leased" (two), or,
     for the raw floor only, "batch" (leased, with one lease per batch)."""
@@ -1159,7 +1168,7 @@ def dump_scripts(outdir):
             with open(os.path.join(d, "enqueue_%s_%d.sql" % (s, b)), "w") as f:
                 f.write(enqueue_script(s, b))
             for mode in ("tx", "leased", "batch"):
-                if (s == "pgq" and b == 1) or (mode == "batch" and (s != "floor" or b == 1)):
+                if not drains(s, b, mode):
                     continue
                 with open(os.path.join(d, "drain_%s_%d_%s.sql" % (s, b, mode)), "w") as f:
                     f.write(drain_script(s, b, mode))
@@ -1264,18 +1273,12 @@ def main():
         for rep in range(cfg.reps):
             for batch, mode in cfg.drain_matrix:
                 for clients in cfg.drain_clients:
-                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "leased"):
+                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode != "tx"):
                         continue
                     for s in rotated(rep):
-                        if s == "pgq" and batch == 1:
-                            continue  # PgQ hands out batches per tick only
-                        if s == "graphile" and mode == "tx":
-                            continue  # graphile-worker completes after the task, in its own transaction
-                        cells.append((s, "drain %s b%d %s c%d" % (s, batch, mode, clients),
-                                      partial(run_drain, rep=rep), cfg, res, s, clients, batch, mode, cfg.drain_s, rates))
-                        if s == "floor" and batch > 1 and mode == "leased":
-                            cells.append((s, "drain floor b%d batch c%d" % (batch, clients), partial(run_drain, rep=rep),
-                                          cfg, res, s, clients, batch, "batch", cfg.drain_s, rates))
+                        if drains(s, batch, mode):
+                            cells.append((s, "drain %s b%d %s c%d" % (s, batch, mode, clients), partial(run_drain, rep=rep),
+                                          cfg, res, s, clients, batch, mode, cfg.drain_s, rates))
         return cells
 
     # ---- payload size: enqueue (4 clients) and drain (claim 100, one txn, 4 consumers)
