@@ -141,6 +141,11 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_lock_group'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._owner_alive(pid int, started timestamptz)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_owner_alive'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._write_back()
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_write_back'
@@ -1045,7 +1050,7 @@ $$;
  *
  * A claim is an orphan when it was committed by a session that no longer
  * exists: pid and backend start time together identify a session, since
- * pids are reused.  Behind a connection pooler the server session lives
+ * pids are reused (queue._owner_alive, src/owners.c).  Behind a connection pooler the server session lives
  * on, and the lease remains the guarantee.
  */
 CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
@@ -1080,8 +1085,7 @@ BEGIN
                 WHERE s.state = 'running'
                   AND (s.lease_until < $3
                        OR s.owner_pid IS NOT NULL
-                          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.owner_pid) a
-                                       WHERE a.backend_start = s.owner_start))
+                          AND NOT queue._owner_alive(s.owner_pid, s.owner_start))
                 ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
          RETURNING j.id, j.state, j.group_key)
         SELECT count(*), count(*) FILTER (WHERE state = 'dead'), array_agg(id),

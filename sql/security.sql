@@ -219,6 +219,28 @@ REVOKE ALL ON SEQUENCE queue."q_sec_a_b$seq" FROM regress_queue_nobody;
 DROP ROLE regress_queue_nobody;
 
 --
+-- Upkeep runs as the queue's owner, to whom pg_stat_activity hides the
+-- start time of other roles' sessions: a claimer that is still connected
+-- must not look gone to it, and keeps its jobs.
+--
+CREATE ROLE regress_queue_owner;
+SELECT queue.create('sec_owned', lease => '1 hour');
+ALTER TABLE queue.q_sec_owned OWNER TO regress_queue_owner;
+ALTER SEQUENCE queue."q_sec_owned$seq" OWNER TO regress_queue_owner;
+SELECT queue.enqueue('sec_owned', '{"n": "owned"}') AS owned \gset
+SELECT id = :owned AS claimed FROM queue.claim('sec_owned');
+SET ROLE regress_queue_owner;
+SELECT backend_start IS NULL AS owner_sees_no_start
+  FROM pg_stat_get_activity(pg_backend_pid());
+SELECT expired FROM queue._tick_queue(
+    (SELECT c FROM queue.queue_config c WHERE c.name = 'sec_owned'), cleanup => false);
+RESET ROLE;
+SELECT state, owner_pid = pg_backend_pid() AS ours, last_error FROM queue.q_sec_owned;
+SELECT queue.complete(:owned);
+SELECT queue.drop('sec_owned');
+DROP ROLE regress_queue_owner;
+
+--
 -- Every valid name is usable, also names that extend another queue's
 -- name the way the extension names a queue's own objects.
 --

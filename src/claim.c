@@ -173,6 +173,7 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	}
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
+	QueueOwnerPublish();
 	args[2] = Int32GetDatum(MyProcPid);
 	args[3] = TimestampTzGetDatum(MyStartTimestamp);
 	args[4] = TimestampTzGetDatum(now_ts);

@@ -316,6 +316,7 @@ write_back(QueueInfo *q, int64 only_id)
 
 	job_rows(jobs, n, &values, &nulls);
 	column_arrays(n, values, nulls, args);
+	QueueOwnerPublish();
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),

@@ -223,6 +223,12 @@ extern void QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all,
 							  bool *orphans, TimestampTz *wake_at);
 extern void QueueDbWorkerHold(Oid dboid, TimestampTz hold_until);
 
+/* owners.c: which sessions that claimed jobs are alive */
+extern Size QueueOwnersShmemSize(void);
+extern void QueueOwnersShmemInit(void);
+extern void QueueOwnerPublish(void);
+extern void QueueOwnerCommitted(void);
+
 /* listen.c: which backends LISTEN on queue channels */
 extern Size QueueListenShmemSize(void);
 extern void QueueListenShmemInit(void);

@@ -102,6 +102,7 @@ queue_shmem_request(void)
 	RequestAddinShmemSpace(hash_estimate_size(queue_max_queues, sizeof(QueueShared)));
 	RequestAddinShmemSpace(QueueWakeShmemSize());
 	RequestAddinShmemSpace(QueueListenShmemSize());
+	RequestAddinShmemSpace(QueueOwnersShmemSize());
 	RequestNamedLWLockTranche("queue", 1);
 }
 
@@ -122,6 +123,7 @@ queue_shmem_startup(void)
 									  &info, HASH_ELEM | HASH_BLOBS);
 	QueueWakeShmemInit();
 	QueueListenShmemInit();
+	QueueOwnersShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 

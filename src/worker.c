@@ -640,7 +640,7 @@ queue_db_worker_main(Datum arg)
 			next_upkeep = wake_at;
 		if (orphans)
 		{
-			/* The exiting backend may still be listed; look again shortly. */
+			/* Jobs the exiting backend still had locked: look again shortly. */
 			orphan_recheck = now_ts + ORPHAN_RECHECK_MS * INT64CONST(1000);
 			if (next_upkeep == 0 || orphan_recheck < next_upkeep)
 				next_upkeep = orphan_recheck;

@@ -21,7 +21,6 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "storage/ipc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -51,8 +50,6 @@ typedef struct PendingQueue
 
 static List *pending = NIL;
 static Oid	register_db = InvalidOid;
-static bool claimed_any = false;
-static bool exit_hook_set = false;
 
 static PendingQueue *
 pending_entry(int32 qno)
@@ -195,13 +192,6 @@ QueueXactRegisterDatabase(Oid dboid)
 	register_db = dboid;
 }
 
-/* A backend that committed claims tells the worker when it exits. */
-static void
-claimer_exit(int code, Datum arg)
-{
-	QueueSignalClaimerExit();
-}
-
 void
 QueueXactFinished(int32 qno, int64 completed, int64 failed)
 {
@@ -303,7 +293,7 @@ apply_commit(PendingQueue *p)
 		QueueSignalScheduled(p->scheduled_at);
 	}
 	if (p->claimed)
-		claimed_any = true;
+		QueueOwnerCommitted();
 	apply_counts(p);
 	if (p->completed != 0 || p->failed != 0)
 		QueueCountFinished(p->qno, p->completed, p->failed);
@@ -350,11 +340,6 @@ queue_xact_callback(XactEvent event, void *arg)
 			foreach(lc, pending)
 				apply_commit((PendingQueue *) lfirst(lc));
 			pending = NIL;
-			if (claimed_any && !exit_hook_set)
-			{
-				before_shmem_exit(claimer_exit, (Datum) 0);
-				exit_hook_set = true;
-			}
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
