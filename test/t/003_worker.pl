@@ -125,6 +125,26 @@ is( $app->query(q{SELECT string_agg(attempt::text, ',') FROM queue.claim('orph',
 	'2,2,2', 'the 3 jobs are claimable again (attempt 2)');
 $claimer->close;
 
+# Many claimers exit at once: their wakeups fold into one or two looks,
+# and every job comes back.
+$app->query(q{SELECT queue.enqueue('orph', jsonb_build_object('m', i)) FROM generate_series(1, 12) i});
+my @claimers = map { QueueTestSession->new($node, 'app', "orphan_claimer_$_") } 1 .. 12;
+is( join(',', map { scalar $_->query(q{SELECT count(*) FROM queue.claim('orph', 1)}) } @claimers),
+	join(',', (1) x 12), '12 sessions claim a job each (autocommit)');
+$terminated_pids{ $_->{pid} } = 1 for @claimers;
+my $claimer_pids = join(',', map { $_->{pid} } @claimers);
+$t0 = time;
+is($mon->query("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM unnest('{$claimer_pids}'::int[]) pid"),
+	'12', 'the 12 sessions are terminated at once');
+$took = poll_for(
+	$app, q{SELECT count(*) FROM queue.jobs WHERE queue = 'orph' AND state = 'ready'
+	AND payload ? 'm' AND last_error = 'consumer disconnected'},
+	'12', 10);
+$orphan_time = defined $took ? time - $t0 : -1;
+ok(defined $took && $orphan_time < 2, 'their 12 jobs are ready again within 2 s');
+note sprintf('12 sessions\' orphans returned %.3f s after pg_terminate_backend', $orphan_time);
+$_->close for @claimers;
+
 # ---------------------------------------------------------------- 3. lease
 
 $app->query(q{SELECT queue.create('lease', max_attempts => 2)});
