@@ -482,12 +482,19 @@ send_notifications(bool all)
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
  * queue's next due time is kept in shared memory, so a pass only visits
- * queues whose time has come, unless sweep asks for all of them (orphans
- * are checked, or it is time for cleanup).  Sets *next to the earliest
- * time something falls due again (0 if nothing is known).
+ * queues whose time has come; with orphans (checked at every cleanup
+ * too, in case an earlier look failed) also those that may have running
+ * jobs, and with cleanup those whose archive ring has a segment to empty
+ * or to turn to.  A queue with running jobs always has a due time
+ * (the earliest lease), so one known to have none (DT_NOEND) has no
+ * running job to orphan.  A pass costs about a millisecond per queue it
+ * visits, which with hundreds of idle queues made every sweep visiting
+ * all of them the bulk of an idle worker's CPU and delayed the return of
+ * orphans.  Sets *next to the earliest time something falls due again (0
+ * if nothing is known).
  */
 static bool
-run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
+run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
 
@@ -495,6 +502,7 @@ run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
 	int			nqueues;
 	int32	   *qnos;
 	Oid		   *owners;
+	bool	   *archive_due;
 	Oid			save_userid;
 	int			save_sec;
 
@@ -502,19 +510,32 @@ run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
 	if (!begin_pass("queue: upkeep"))
 		return false;
 
-	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
-				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
-				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
-				true, 0);
+	{
+		Oid			argtypes[1] = {BOOLOID};
+		Datum		args[1] = {BoolGetDatum(cleanup)};
+
+		/* an archive whose state cannot be read is visited: tick warns */
+		SPI_execute_with_args("SELECT c.qno, cl.relowner, CASE WHEN $1 THEN coalesce("
+							  " (SELECT d.turn OR pg_catalog.cardinality(d.expired) > 0"
+							  " FROM queue._archive_due(c, pg_catalog.now()) d), true) ELSE false END"
+							  " FROM queue.queue_config c"
+							  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+							  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+							  1, argtypes, args, NULL, true, 0);
+	}
 	nqueues = SPI_processed;
 	qnos = MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1));
 	owners = MemoryContextAlloc(outer, sizeof(Oid) * Max(nqueues, 1));
+	archive_due = MemoryContextAlloc(outer, sizeof(bool) * Max(nqueues, 1));
 	for (int i = 0; i < nqueues; i++)
 	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 
-		qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		archive_due[i] = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 	}
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -525,7 +546,8 @@ run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
 		uint64		due_gen;
 
 		/* gen is read before the tick takes its snapshot */
-		if (QueueDueGet(qnos[i], &due, &due_gen) && due > now_ts && !sweep)
+		if (QueueDueGet(qnos[i], &due, &due_gen) && due > now_ts &&
+			!(orphans && due != DT_NOEND) && !archive_due[i])
 		{
 			if (due != DT_NOEND && (*next == 0 || due < *next))
 				*next = due;
@@ -589,6 +611,7 @@ run_upkeep(bool sweep, bool cleanup, TimestampTz *next)
 	end_pass();
 	pfree(qnos);
 	pfree(owners);
+	pfree(archive_due);
 	return true;
 }
 
