@@ -241,6 +241,26 @@ SELECT queue.drop('sec_owned');
 DROP ROLE regress_queue_owner;
 
 --
+-- A read-only transaction writes nothing, on the direct paths as well.
+--
+SELECT queue.create('sec_ro');
+SELECT queue.enqueue('sec_ro', '{"n": 1}') AS ro1 \gset
+SELECT queue.enqueue('sec_ro', '{"n": 2}') AS ro2 \gset
+SELECT id = :ro1 AS claimed FROM queue.claim('sec_ro');
+BEGIN READ ONLY;
+SELECT queue.complete(:ro1);
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT id FROM queue.claim('sec_ro');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT queue.complete(ARRAY[:ro1]::bigint[]);
+ROLLBACK;
+SELECT id, state FROM queue.q_sec_ro ORDER BY id;
+SELECT count(*) AS archived FROM queue.archive WHERE queue = 'sec_ro';
+SELECT queue.drop('sec_ro');
+
+--
 -- Every valid name is usable, also names that extend another queue's
 -- name the way the extension names a queue's own objects.
 --

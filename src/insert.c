@@ -352,7 +352,8 @@ build_state(QueueInsertState *st, Relation rel, Relation prel)
  * executor, or if the user lacks a privilege of mode on the whole table
  * (then the executor checks column privileges, or fails).  An archive
  * segment is written as the executor would write it through the archive,
- * which is what privileges are checked on and locked first.
+ * which is what privileges are checked on and locked first.  In a
+ * read-only transaction the executor refuses the write, as it should.
  */
 static Relation
 open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
@@ -361,6 +362,8 @@ open_target(QueueInsertState **stp, QueueInfo *q, bool archive, AclMode mode)
 	Relation	rel;
 	Oid			aclid;
 
+	if (XactReadOnly)
+		return NULL;
 	if (st == NULL)
 	{
 		char		tname[NAMEDATALEN + 4];
