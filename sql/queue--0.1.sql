@@ -141,6 +141,16 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_lock_group'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._lock_config(qno int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_lock_config'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._set_archive_seg(qno int, seg int, since timestamptz[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_set_archive_seg'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._owner_alive(pid int, started timestamptz)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_owner_alive'
@@ -585,6 +595,34 @@ BEGIN
 END
 $$;
 
+/*
+ * Hand a queue's tables (its jobs, slots and archive, with the sequence
+ * and every archive segment) to another role.  Upkeep runs as the owner
+ * of the queue's tables, so the worker then works with that role's rights
+ * instead of a superuser's; the role needs nothing more.
+ */
+CREATE FUNCTION queue.set_owner(queue text, owner regrole)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r queue.queue_config := queue._get(queue, true);
+BEGIN
+    IF owner IS NULL THEN
+        RAISE EXCEPTION 'owner must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass the role that is to own the queue''s tables.';
+    END IF;
+    EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 'q_' || r.name, owner);
+    EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 's_' || r.name, owner);
+    EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 'a_' || r.name, owner);
+    FOR k IN 0 .. queue._archive_segments() - 1 LOOP
+        EXECUTE format('ALTER TABLE %s OWNER TO %s', queue._archive_segment(r.name, k), owner);
+    END LOOP;
+END
+$$;
+
 CREATE FUNCTION queue.pause(queue text)
 RETURNS void
 LANGUAGE plpgsql
@@ -644,7 +682,13 @@ SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
   JOIN queue.queue_config c ON c.qno = a.id % 1000000;
 
 -- SECURITY DEFINER: queue.stats is for monitoring roles that cannot read
--- the queues' tables; it returns counts only.
+-- the queues' tables; it returns counts only.  It reads a queue's table
+-- only if a superuser owns it: the owner of a table can make reading it
+-- run code of theirs (on PostgreSQL 15 a rule can turn an empty table
+-- into a view, and a column's type can be changed to one with casts of
+-- theirs), which here would run with the rights of this function's
+-- owner.  For other queues it returns what shared memory knows, and NULL
+-- for what it does not.
 CREATE FUNCTION queue._stats(r queue.queue_config,
     OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
     OUT waiting bigint, OUT oldest_ready_age interval,
@@ -653,9 +697,20 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q text := 'q_' || r.name;
+    q text;
     c record;
+    readable boolean;
 BEGIN
+    -- the queue's row as stored, not as the caller may have made it up
+    SELECT * INTO r FROM queue.queue_config cf WHERE cf.qno = r.qno;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    q := 'q_' || r.name;
+    SELECT cl.relkind = 'r' AND o.rolsuper INTO readable
+      FROM pg_class cl JOIN pg_roles o ON o.oid = cl.relowner
+     WHERE cl.oid = to_regclass(format('queue.%I', q));
+
     -- Counts come from shared memory, kept by committing transactions.
     -- When they are not known there (after a restart, or after a change
     -- made wholesale) they are counted once, and kept unless something
@@ -664,7 +719,7 @@ BEGIN
     IF c.valid THEN
         ready := c.ready; scheduled := c.scheduled; running := c.running;
         dead := c.dead; waiting := c.waiting;
-    ELSE
+    ELSIF readable THEN
         EXECUTE format($q$
             SELECT (SELECT count(*) FROM queue.%1$I WHERE state = 'ready'),
                    (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled'),
@@ -679,19 +734,21 @@ BEGIN
 
     -- The oldest ready job is at the head of one of the priorities: visit
     -- each priority's head once (a loose index scan), not every job.
-    EXECUTE format($q$
-        WITH RECURSIVE p(priority) AS (
-            (SELECT priority FROM queue.%1$I WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)
-          UNION ALL
-            SELECT (SELECT j.priority FROM queue.%1$I j WHERE j.state = 'ready' AND j.priority < p.priority
-                     ORDER BY j.priority DESC, j.rank LIMIT 1)
-              FROM p WHERE p.priority IS NOT NULL)
-        SELECT CASE WHEN min(h.since) IS NOT NULL THEN greatest(now() - min(h.since), interval '0') END
-          FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM queue.%1$I j
-                            WHERE j.state = 'ready' AND j.priority = p.priority
-                            ORDER BY j.rank LIMIT 1) h
-         WHERE p.priority IS NOT NULL$q$, q)
-    INTO oldest_ready_age;
+    IF readable THEN
+        EXECUTE format($q$
+            WITH RECURSIVE p(priority) AS (
+                (SELECT priority FROM queue.%1$I WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)
+              UNION ALL
+                SELECT (SELECT j.priority FROM queue.%1$I j WHERE j.state = 'ready' AND j.priority < p.priority
+                         ORDER BY j.priority DESC, j.rank LIMIT 1)
+                  FROM p WHERE p.priority IS NOT NULL)
+            SELECT CASE WHEN min(h.since) IS NOT NULL THEN greatest(now() - min(h.since), interval '0') END
+              FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM queue.%1$I j
+                                WHERE j.state = 'ready' AND j.priority = p.priority
+                                ORDER BY j.rank LIMIT 1) h
+             WHERE p.priority IS NOT NULL$q$, q)
+        INTO oldest_ready_age;
+    END IF;
 
     SELECT rc.completed, rc.failed INTO completed_last_minute, failed_last_minute
       FROM queue._recent_counts(r.qno) rc;
@@ -996,14 +1053,12 @@ BEGIN
         RETURN 0;
     END IF;
     -- the row as it is now, kept from concurrent alter(), drop() and tick()
-    BEGIN
-        SELECT * INTO r FROM queue.queue_config c WHERE c.qno = r.qno FOR NO KEY UPDATE NOWAIT;
-    EXCEPTION WHEN lock_not_available THEN
-        RETURN 0;
-    END;
-    IF NOT FOUND THEN
+    -- (locked and changed through C: upkeep runs as the queue's owner,
+    -- who may only read queue_config)
+    IF NOT queue._lock_config(r.qno) THEN
         RETURN 0;
     END IF;
+    SELECT * INTO r FROM queue.queue_config c WHERE c.qno = r.qno;
     due := queue._archive_due(r, t);
 
     FOREACH k IN ARRAY due.expired LOOP
@@ -1031,8 +1086,7 @@ BEGIN
     IF due.turn AND pg_relation_size(queue._archive_segment(r.name, (r.archive_seg + 1) % nseg)) = 0 THEN
         r.archive_seg := (r.archive_seg + 1) % nseg;
         r.archive_since[r.archive_seg + 1] := t;
-        UPDATE queue.queue_config c SET archive_seg = r.archive_seg, archive_since = r.archive_since
-         WHERE c.qno = r.qno;
+        PERFORM queue._set_archive_seg(r.qno, r.archive_seg, r.archive_since);
         PERFORM queue._invalidate();
     END IF;
     RETURN deleted;
@@ -1136,7 +1190,13 @@ DECLARE
     r queue.queue_config;
     t record;
 BEGIN
-    FOR r IN SELECT * FROM queue.queue_config c ORDER BY c.qno LOOP
+    -- the queues whose tables the caller owns (all, for a superuser): the
+    -- others' upkeep would fail for want of privileges, or run the owner's
+    -- objects with the caller's rights
+    FOR r IN SELECT c.* FROM queue.queue_config c
+               JOIN pg_class cl ON cl.relname = 'q_' || c.name AND cl.relnamespace = 'queue'::regnamespace
+              WHERE pg_has_role(cl.relowner, 'USAGE')
+              ORDER BY c.qno LOOP
         queue := r.name;
         promoted := 0; expired := 0; deleted := 0;
         LOOP

@@ -251,14 +251,63 @@ BEGIN READ ONLY;
 SELECT queue.complete(:ro1);
 ROLLBACK;
 BEGIN READ ONLY;
-SELECT id FROM queue.claim('sec_ro');
+SELECT count(*) FROM queue.claim('sec_ro');
 ROLLBACK;
 BEGIN READ ONLY;
 SELECT queue.complete(ARRAY[:ro1]::bigint[]);
 ROLLBACK;
-SELECT id, state FROM queue.q_sec_ro ORDER BY id;
+SELECT id = :ro1 AS claimed_one, state FROM queue.q_sec_ro ORDER BY id;
 SELECT count(*) AS archived FROM queue.archive WHERE queue = 'sec_ro';
 SELECT queue.drop('sec_ro');
+
+--
+-- The internal functions that change a queue's shared state, take its
+-- group locks or turn its archive ring refuse roles that may not write the
+-- queue's table (EXECUTE on them is public: the API calls them as its
+-- caller).
+--
+CREATE ROLE regress_queue_nobody;
+SELECT qno AS sec_qno FROM queue.queue_config WHERE name = 'sec_q' \gset
+SET ROLE regress_queue_nobody;
+SELECT queue._count(:sec_qno, 'ready', 'dead', 1000);
+SELECT queue._set_counts(:sec_qno, 0, 5, 6, 7, 8, 9);
+SELECT queue._reset_cursor(:sec_qno, true);
+SELECT queue._new_queue(:sec_qno);
+SELECT queue._recount(:sec_qno);
+SELECT queue._lock_group(:sec_qno, 'g');
+SELECT queue._group_busy(:sec_qno, 'g');
+SELECT queue._lock_config(:sec_qno);
+SELECT queue._set_archive_seg(:sec_qno, 1, ARRAY[now()]);
+SELECT queue.set_owner('sec_q', 'regress_queue_nobody');
+RESET ROLE;
+DROP ROLE regress_queue_nobody;
+
+--
+-- set_owner gives a queue's tables to a role.  queue.stats, which runs
+-- with the extension owner's rights, then reads none of them (their owner
+-- could make reading them run code of theirs), and shows only what shared
+-- memory knows.
+--
+CREATE ROLE regress_queue_owner;
+SELECT queue.create('sec_stats');
+SELECT queue.enqueue('sec_stats', '{"n": 1}') AS st1 \gset
+SELECT queue.set_owner('sec_stats', 'regress_queue_owner');
+SELECT c.relname, c.relowner::regrole
+  FROM pg_class c WHERE c.relnamespace = 'queue'::regnamespace AND c.relkind IN ('r', 'p', 'S')
+   AND c.relname ~ '^[qas]_sec_stats($|\$)' ORDER BY 1;
+-- (a wholesale change: shared memory forgets the counts)
+SELECT queue._recount(qno) FROM queue.queue_config WHERE name = 'sec_stats';
+SELECT ready, running, oldest_ready_age IS NULL AS no_age FROM queue.stats WHERE queue = 'sec_stats';
+-- tick() by the owner maintains its queue, and only that one
+SET ROLE regress_queue_owner;
+SELECT queue, promoted, expired FROM queue.tick();
+RESET ROLE;
+SELECT queue.set_owner('sec_stats', current_user::regrole);
+SELECT ready, running, oldest_ready_age IS NULL AS no_age FROM queue.stats WHERE queue = 'sec_stats';
+SELECT queue.set_owner('sec_stats', NULL);
+SELECT queue.set_owner('sec_nope', current_user::regrole);
+SELECT queue.drop('sec_stats');
+DROP ROLE regress_queue_owner;
 
 --
 -- Every valid name is usable, also names that extend another queue's

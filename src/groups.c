@@ -67,6 +67,7 @@ PG_FUNCTION_INFO_V1(queue_lock_group);
 Datum
 queue_lock_group(PG_FUNCTION_ARGS)
 {
+	queue_check_writer(PG_GETARG_INT32(0));
 	lock_group(PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1));
 	PG_RETURN_VOID();
 }
@@ -175,6 +176,7 @@ queue_group_busy(PG_FUNCTION_ARGS)
 	QueueInfo  *q;
 	bool		busy;
 
+	queue_check_writer(PG_GETARG_INT32(0));
 	QueueSpiBegin();
 	q = QueueLookupById(PG_GETARG_INT32(0), false);
 	busy = QueueGroupBusy(q, PG_GETARG_TEXT_PP(1));

@@ -11,13 +11,17 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/syscache.h"
 
 #include "queue.h"
 
@@ -139,6 +143,121 @@ queue_invalidate(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The internal functions that change a queue's shared state or take its
+ * group locks are executable by everyone, since the SQL functions call
+ * them as their caller.  Each first checks that the caller may write the
+ * queue's table: whoever can could upset the queue anyway, and nobody else
+ * may.  A queue this transaction cannot see (dropped by it) has no state
+ * left to protect.
+ */
+void
+queue_check_writer(int32 qno)
+{
+	QueueInfo  *q;
+	Oid			relid = InvalidOid;
+	char	   *name = NULL;
+
+	QueueSpiBegin();
+	q = QueueLookupById(qno, true);
+	if (q != NULL)
+	{
+		name = psprintf("q_%s", q->name);
+		relid = get_relname_relid(name, get_namespace_oid("queue", false));
+	}
+	QueueSpiEnd();
+	if (OidIsValid(relid) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue \"%s\"", name + 2),
+				 errdetail("Changing the queue's shared state needs INSERT, UPDATE or DELETE on table queue.%s.",
+						   quote_identifier(name)),
+				 errhint("Use the queue's functions; ask its owner for privileges on its tables.")));
+}
+
+/*
+ * Run a fixed statement on queue qno's row of queue_config, as the owner of
+ * queue_config, for the owner of the queue's table.  Upkeep runs as that
+ * owner, who may read queue_config but not lock or change it, and turning
+ * the archive ring must do both.  Returns the rows processed.
+ */
+static uint64
+config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types, Datum *values)
+{
+	Oid			nsp = get_namespace_oid("queue", false);
+	Oid			config = get_relname_relid("queue_config", nsp);
+	QueueInfo  *q;
+	Oid			relid;
+	HeapTuple	tup;
+	Oid			config_owner;
+	Oid			save_userid;
+	int			save_sec;
+	uint64		n;
+
+	QueueSpiBegin();
+	q = QueueLookupById(qno, true);
+	if (q == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue number %d does not exist", qno),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
+	relid = get_relname_relid(psprintf("q_%s", q->name), nsp);
+	if (!OidIsValid(relid) || !pg_class_ownercheck(relid, GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue \"%s\"", q->name),
+				 errdetail("Turning the queue's archive ring needs ownership of its tables."),
+				 errhint("Only the worker, and queue.tick() run by the owner of the queue's tables, turn it.")));
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(config));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", config);
+	config_owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(config_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	queue_spi_check(SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0),
+					expected, -1, "change the queue's configuration", q->name);
+	n = SPI_processed;
+	SetUserIdAndSecContext(save_userid, save_sec);
+	QueueSpiEnd();
+	return n;
+}
+
+/*
+ * queue._lock_config(qno): lock the queue's configuration against alter(),
+ * drop() and another upkeep; false if it is locked or gone.
+ */
+PG_FUNCTION_INFO_V1(queue_lock_config);
+Datum
+queue_lock_config(PG_FUNCTION_ARGS)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {PG_GETARG_DATUM(0)};
+
+	PG_RETURN_BOOL(config_statement(PG_GETARG_INT32(0),
+									"SELECT FROM queue.queue_config c WHERE c.qno = $1"
+									" FOR NO KEY UPDATE SKIP LOCKED",
+									SPI_OK_SELECT, 1, types, values) == 1);
+}
+
+/* queue._set_archive_seg(qno, seg, since): the archive ring turned */
+PG_FUNCTION_INFO_V1(queue_set_archive_seg);
+Datum
+queue_set_archive_seg(PG_FUNCTION_ARGS)
+{
+	Oid			types[3] = {INT4OID, INT4OID, TIMESTAMPTZARRAYOID};
+	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
+
+	(void) config_statement(PG_GETARG_INT32(0),
+							"UPDATE queue.queue_config c SET archive_seg = $2, archive_since = $3"
+							" WHERE c.qno = $1",
+							SPI_OK_UPDATE, 3, types, values);
+	PG_RETURN_VOID();
+}
+
+/*
  * queue._reset_cursor(qno, forget): the calling transaction may make jobs ready
  * anywhere in the claim order, or holds locks on ready jobs that a claim
  * skips over; when it ends, either way, claims start again from the front.
@@ -148,6 +267,7 @@ PG_FUNCTION_INFO_V1(queue_reset_cursor);
 Datum
 queue_reset_cursor(PG_FUNCTION_ARGS)
 {
+	queue_check_writer(PG_GETARG_INT32(0));
 	QueueXactResetAtEnd(PG_GETARG_INT32(0), PG_GETARG_BOOL(1));
 	PG_RETURN_VOID();
 }
@@ -177,6 +297,7 @@ PG_FUNCTION_INFO_V1(queue_count);
 Datum
 queue_count(PG_FUNCTION_ARGS)
 {
+	queue_check_writer(PG_GETARG_INT32(0));
 	QueueXactCount(PG_GETARG_INT32(0),
 				   QueueStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(1))),
 				   QueueStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(2))),
@@ -189,6 +310,7 @@ PG_FUNCTION_INFO_V1(queue_new_queue);
 Datum
 queue_new_queue(PG_FUNCTION_ARGS)
 {
+	queue_check_writer(PG_GETARG_INT32(0));
 	QueueXactNewQueue(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
@@ -198,6 +320,7 @@ PG_FUNCTION_INFO_V1(queue_recount);
 Datum
 queue_recount(PG_FUNCTION_ARGS)
 {
+	queue_check_writer(PG_GETARG_INT32(0));
 	QueueXactRecount(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
@@ -256,6 +379,7 @@ queue_set_counts(PG_FUNCTION_ARGS)
 {
 	int64		counts[QS_NSTATES];
 
+	queue_check_writer(PG_GETARG_INT32(0));
 	if (IsolationUsesXactSnapshot())
 		PG_RETURN_VOID();
 	for (int i = 0; i < QS_NSTATES; i++)

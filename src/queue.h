@@ -111,6 +111,7 @@ extern int	queue_worker_naptime;
 
 /* queue.c */
 extern void queue_check_key(const char *what, text *key);
+extern void queue_check_writer(int32 qno);
 extern void queue_spi_check(int ret, int expected, int64 want_rows, const char *what,
 							const char *qname);
 

@@ -560,21 +560,27 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			Datum		args[2];
 			Oid			argtypes[2] = {INT4OID, BOOLOID};
 			TimestampTz queue_next = DT_NOEND;
+			bool		exists;
 
-			SetUserIdAndSecContext(owners[i], save_sec | SECURITY_LOCAL_USERID_CHANGE |
-								   SECURITY_RESTRICTED_OPERATION);
 			args[0] = Int32GetDatum(qnos[i]);
 			args[1] = BoolGetDatum(cleanup);
+
 			/*
 			 * The row lock keeps queue.drop (which locks the row FOR UPDATE)
 			 * out until we are done; a queue dropped since we listed it is
-			 * skipped.
+			 * skipped.  It is taken as ourselves: a queue's owner may read
+			 * queue_config but not lock its rows.
 			 */
-			SPI_execute_with_args("SELECT t.next_due FROM"
-								  " (SELECT c FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE) s,"
-								  " LATERAL queue._tick_queue(s.c, cleanup => $2) t",
-								  2, argtypes, args, NULL, false, 1);
-			if (SPI_processed == 1)
+			SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+								  1, argtypes, args, NULL, false, 1);
+			exists = SPI_processed == 1;
+			SetUserIdAndSecContext(owners[i], save_sec | SECURITY_LOCAL_USERID_CHANGE |
+								   SECURITY_RESTRICTED_OPERATION);
+			if (exists &&
+				SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
+									  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
+									  2, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
 			{
 				bool		isnull;
 				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

@@ -204,6 +204,41 @@ is($app->query(q{SELECT string_agg(payload->>'n', ',') FROM queue.archive WHERE 
 	'3', 'ring: the job in segment 1 is kept');
 $app->query(q{SELECT queue.drop('ring')});
 
+# ------------------------------------ 3c. a queue owned by an ordinary role
+# Upkeep runs as the owner of the queue's tables.  One that is not a
+# superuser may read queue_config but not lock or change it, and cannot
+# see other roles' sessions in pg_stat_activity: the worker must still
+# return expired leases (and only those: the claimer is alive), promote
+# scheduled jobs and turn the archive ring.
+
+$app->query(q{CREATE ROLE queue_test_owner NOLOGIN});
+$app->query(q{SELECT queue.create('owned', retention => '1 hour')});
+$app->query(q{SELECT queue.set_owner('owned', 'queue_test_owner')});
+is( $app->query(
+		q{SELECT count(*) FILTER (WHERE relowner = 'queue_test_owner'::regrole) || '/' || count(*)
+	FROM pg_class WHERE relnamespace = 'queue'::regnamespace AND relkind IN ('r', 'p', 'S')
+	AND relname ~ '^[qas]_owned($|\$)'}),
+	'8/8', 'owned: set_owner gives the queue\'s tables, segments and sequence to the role');
+my $owned_id = $app->query(q{SELECT queue.enqueue('owned', '{"n": 1}')});
+is($app->query(q{SELECT id FROM queue.claim('owned', lease => '500 ms')}),
+	$owned_id, 'owned: a superuser session claims a job for 500 ms (committed)');
+$took = poll_for(
+	$app, qq{SELECT state || '|' || last_error FROM queue.jobs WHERE id = $owned_id},
+	'ready|lease expired', 10);
+ok(defined $took && $took < 3,
+	'owned: the worker returns the job when its lease runs out, not before (the claimer is alive)');
+my $owned_sched = $app->query(q{SELECT queue.enqueue('owned', '{"n": 2}', delay => '300 ms')});
+$took = poll_for($app, qq{SELECT state FROM queue.jobs WHERE id = $owned_sched}, 'ready', 10);
+ok(defined $took && $took < 3, 'owned: the worker promotes a scheduled job');
+is($app->query(q{SELECT count(*) FILTER (WHERE queue.complete(id)) FROM queue.claim('owned', 2)}),
+	'2', 'owned: 2 jobs completed into the archive');
+$app->query(q{UPDATE queue.queue_config SET archive_since[1] = now() - interval '21 minutes'
+	WHERE name = 'owned'});
+$took = poll_for($app, q{SELECT archive_seg FROM queue.queue_config WHERE name = 'owned'}, '1', 25);
+ok(defined $took, 'owned: the worker turns the archive ring');
+$app->query(q{SELECT queue.drop('owned')});
+$app->query(q{DROP ROLE queue_test_owner});
+
 # ------------------------------------------------- 4. scheduled jobs, NOTIFY
 
 # (Every upkeep pass visits every queue of the database, so how late a
