@@ -283,6 +283,29 @@ RESET ROLE;
 DROP ROLE regress_queue_nobody;
 
 --
+-- A consumer that may not INSERT into the queue's table claims in a
+-- transaction too: its jobs are marked running at once, not held to be
+-- written back (inserted) at commit.
+--
+CREATE ROLE regress_queue_consumer;
+SELECT queue.create('sec_cons');
+GRANT SELECT, UPDATE, DELETE ON queue.q_sec_cons TO regress_queue_consumer;
+GRANT INSERT ON queue.a_sec_cons TO regress_queue_consumer;
+SELECT count(queue.enqueue('sec_cons', jsonb_build_object('n', i))) FROM generate_series(1, 2) i;
+SET ROLE regress_queue_consumer;
+BEGIN;
+SELECT payload FROM queue.claim('sec_cons');
+COMMIT;
+BEGIN;
+SELECT queue.complete(id) FROM queue.claim('sec_cons');
+COMMIT;
+RESET ROLE;
+SELECT payload->>'n' AS n, state FROM queue.q_sec_cons;
+SELECT payload->>'n' AS n, state FROM queue.archive WHERE queue = 'sec_cons';
+SELECT queue.drop('sec_cons');
+DROP ROLE regress_queue_consumer;
+
+--
 -- set_owner gives a queue's tables to a role.  queue.stats, which runs
 -- with the extension owner's rights, then reads none of them (their owner
 -- could make reading them run code of theirs), and shows only what shared

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -22,7 +23,9 @@
 #include "nodes/plannodes.h"
 #include "storage/proc.h"
 #include "tcop/pquery.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/portal.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -87,6 +90,24 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 }
 
 /*
+ * In a transaction block, claimed jobs are held in memory and written back
+ * at commit if still claimed then (held.c).  That write is an INSERT: a
+ * role that may not insert into the queue's table marks its jobs running
+ * in place instead, as a claim in a transaction of its own does.
+ */
+static bool
+may_hold(QueueInfo *q)
+{
+	char		tname[NAMEDATALEN + 4];
+	Oid			relid;
+
+	snprintf(tname, sizeof(tname), "q_%s", q->name);
+	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
+	return OidIsValid(relid) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+}
+
+/*
  * Run one claim (directly, or through SPI where take.c cannot) and copy
  * what it took into the result.
  */
@@ -94,7 +115,7 @@ static void
 run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 		  ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
-	bool		in_place = !IsTransactionBlock();
+	bool		in_place = !IsTransactionBlock() || !may_hold(q);
 	ClaimOut	out = {q, !in_place, rsinfo, span, 0};
 	int			taken;
 
