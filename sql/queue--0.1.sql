@@ -217,6 +217,12 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_register'
 LANGUAGE C VOLATILE;
 
+CREATE FUNCTION queue._table_stats(qno int, with_counts boolean,
+    OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
+    OUT waiting bigint, OUT oldest_ready_age interval)
+AS 'MODULE_PATHNAME', 'queue_table_stats'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._recent_counts(qno int, OUT completed bigint, OUT failed bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'queue_recent_counts'
@@ -682,13 +688,8 @@ SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
   JOIN queue.queue_config c ON c.qno = a.id % 1000000;
 
 -- SECURITY DEFINER: queue.stats is for monitoring roles that cannot read
--- the queues' tables; it returns counts only.  It reads a queue's table
--- only if a superuser owns it: the owner of a table can make reading it
--- run code of theirs (on PostgreSQL 15 a rule can turn an empty table
--- into a view, and a column's type can be changed to one with casts of
--- theirs), which here would run with the rights of this function's
--- owner.  For other queues it returns what shared memory knows, and NULL
--- for what it does not.
+-- the queues' tables; it returns counts only.  The tables themselves are
+-- read by queue._table_stats as their owners.
 CREATE FUNCTION queue._stats(r queue.queue_config,
     OUT ready bigint, OUT scheduled bigint, OUT running bigint, OUT dead bigint,
     OUT waiting bigint, OUT oldest_ready_age interval,
@@ -697,58 +698,26 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q text;
     c record;
-    readable boolean;
+    t record;
 BEGIN
-    -- the queue's row as stored, not as the caller may have made it up
-    SELECT * INTO r FROM queue.queue_config cf WHERE cf.qno = r.qno;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    q := 'q_' || r.name;
-    SELECT cl.relkind = 'r' AND o.rolsuper INTO readable
-      FROM pg_class cl JOIN pg_roles o ON o.oid = cl.relowner
-     WHERE cl.oid = to_regclass(format('queue.%I', q));
-
     -- Counts come from shared memory, kept by committing transactions.
     -- When they are not known there (after a restart, or after a change
     -- made wholesale) they are counted once, and kept unless something
     -- changed meanwhile: c.gen is read before the count's snapshot.
     c := queue._counts(r.qno);
+    t := queue._table_stats(r.qno, NOT c.valid);
+    oldest_ready_age := t.oldest_ready_age;
     IF c.valid THEN
         ready := c.ready; scheduled := c.scheduled; running := c.running;
         dead := c.dead; waiting := c.waiting;
-    ELSIF readable THEN
-        EXECUTE format($q$
-            SELECT (SELECT count(*) FROM queue.%1$I WHERE state = 'ready'),
-                   (SELECT count(*) FROM queue.%1$I WHERE state = 'scheduled'),
-                   (SELECT count(*) FROM queue.%1$I WHERE state = 'running'),
-                   (SELECT count(*) FROM queue.%1$I WHERE state = 'dead'),
-                   (SELECT count(*) FROM queue.%1$I WHERE state = 'waiting')$q$, q)
-        INTO ready, scheduled, running, dead, waiting;
+    ELSIF t.ready IS NOT NULL THEN
+        ready := t.ready; scheduled := t.scheduled; running := t.running;
+        dead := t.dead; waiting := t.waiting;
         PERFORM queue._set_counts(r.qno, c.gen, ready, scheduled, running, dead, waiting);
     END IF;
     -- jobs this transaction claimed and holds (src/held.c)
     running := running + (SELECT count(*) FROM queue._held() h WHERE h.id % 1000000 = r.qno);
-
-    -- The oldest ready job is at the head of one of the priorities: visit
-    -- each priority's head once (a loose index scan), not every job.
-    IF readable THEN
-        EXECUTE format($q$
-            WITH RECURSIVE p(priority) AS (
-                (SELECT priority FROM queue.%1$I WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)
-              UNION ALL
-                SELECT (SELECT j.priority FROM queue.%1$I j WHERE j.state = 'ready' AND j.priority < p.priority
-                         ORDER BY j.priority DESC, j.rank LIMIT 1)
-                  FROM p WHERE p.priority IS NOT NULL)
-            SELECT CASE WHEN min(h.since) IS NOT NULL THEN greatest(now() - min(h.since), interval '0') END
-              FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM queue.%1$I j
-                                WHERE j.state = 'ready' AND j.priority = p.priority
-                                ORDER BY j.rank LIMIT 1) h
-             WHERE p.priority IS NOT NULL$q$, q)
-        INTO oldest_ready_age;
-    END IF;
 
     SELECT rc.completed, rc.failed INTO completed_last_minute, failed_last_minute
       FROM queue._recent_counts(r.qno) rc;

@@ -306,10 +306,10 @@ SELECT queue.drop('sec_cons');
 DROP ROLE regress_queue_consumer;
 
 --
--- set_owner gives a queue's tables to a role.  queue.stats, which runs
--- with the extension owner's rights, then reads none of them (their owner
--- could make reading them run code of theirs), and shows only what shared
--- memory knows.
+-- set_owner gives a queue's tables to a role.  queue.stats runs with the
+-- extension owner's rights and reads each queue's table as the table's
+-- owner, so that the owner cannot have it run code of theirs with those
+-- rights.
 --
 CREATE ROLE regress_queue_owner;
 SELECT queue.create('sec_stats');
@@ -318,18 +318,52 @@ SELECT queue.set_owner('sec_stats', 'regress_queue_owner');
 SELECT c.relname, c.relowner::regrole
   FROM pg_class c WHERE c.relnamespace = 'queue'::regnamespace AND c.relkind IN ('r', 'p', 'S')
    AND c.relname ~ '^[qas]_sec_stats($|\$)' ORDER BY 1;
--- (a wholesale change: shared memory forgets the counts)
+-- (a wholesale change: shared memory forgets the counts, stats counts)
 SELECT queue._recount(qno) FROM queue.queue_config WHERE name = 'sec_stats';
-SELECT ready, running, oldest_ready_age IS NULL AS no_age FROM queue.stats WHERE queue = 'sec_stats';
+SELECT ready, running, oldest_ready_age IS NOT NULL AS has_age FROM queue.stats WHERE queue = 'sec_stats';
 -- tick() by the owner maintains its queue, and only that one
 SET ROLE regress_queue_owner;
 SELECT queue, promoted, expired FROM queue.tick();
 RESET ROLE;
-SELECT queue.set_owner('sec_stats', current_user::regrole);
-SELECT ready, running, oldest_ready_age IS NULL AS no_age FROM queue.stats WHERE queue = 'sec_stats';
 SELECT queue.set_owner('sec_stats', NULL);
 SELECT queue.set_owner('sec_nope', current_user::regrole);
+SELECT queue.complete(id) FROM queue.claim('sec_stats');
+-- The owner turns its (now empty) table into a view whose reading runs a
+-- function of theirs, which fails if it runs as a superuser.
+CREATE SCHEMA regress_evil AUTHORIZATION regress_queue_owner;
+SET ROLE regress_queue_owner;
+CREATE FUNCTION regress_evil.probe() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'the owner''s code ran as a superuser';
+    END IF;
+    RETURN false;
+END $$;
+ALTER TABLE queue.q_sec_stats NO INHERIT queue._job;
+DROP INDEX queue."q_sec_stats$ready", queue."q_sec_stats$running", queue."q_sec_stats$scheduled",
+    queue."q_sec_stats$dedup", queue."q_sec_stats$group", queue."q_sec_stats$head";
+ALTER TABLE queue.q_sec_stats DROP CONSTRAINT "q_sec_stats$pkey";
+RESET ROLE;
+TRUNCATE queue.q_sec_stats;
+VACUUM queue.q_sec_stats;
+SET ROLE regress_queue_owner;
+CREATE RULE "_RETURN" AS ON SELECT TO queue.q_sec_stats DO INSTEAD
+SELECT 0::bigint AS id, 0::bigint AS rank, now() AS run_at, now() AS enqueued_at,
+       NULL::timestamptz AS claimed_at, NULL::timestamptz AS lease_until,
+       NULL::timestamptz AS owner_start, 'ready'::queue.job_state AS state, 0 AS priority,
+       0 AS attempt, 0 AS uncounted, NULL::int AS owner_pid, NULL::text AS group_key,
+       NULL::text AS dedup_key, NULL::text AS last_error, NULL::jsonb AS history,
+       '{}'::jsonb AS payload
+ WHERE regress_evil.probe();
+RESET ROLE;
+SELECT relkind FROM pg_class WHERE oid = 'queue.q_sec_stats'::regclass;
+SELECT count(*) FROM queue.q_sec_stats;
+SELECT queue._recount(qno) FROM queue.queue_config WHERE name = 'sec_stats';
+SELECT ready, running FROM queue.stats WHERE queue = 'sec_stats';
+DROP VIEW queue.q_sec_stats;
+CREATE TABLE queue.q_sec_stats ();
 SELECT queue.drop('sec_stats');
+DROP SCHEMA regress_evil CASCADE;
 DROP ROLE regress_queue_owner;
 
 --

@@ -388,6 +388,96 @@ queue_set_counts(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * queue._table_stats(qno, with_counts): the age of the queue's oldest ready
+ * job and, with with_counts, its jobs counted by state, read from its
+ * table as the table's owner.  queue.stats runs with the extension
+ * owner's rights, and a table's owner can make reading the table run code
+ * of theirs (on PostgreSQL 15 a rule can turn an empty table into a view),
+ * which must not run with those rights.  Like VACUUM and ANALYZE running
+ * index expressions, the read runs as the owner, as a restricted operation
+ * with a safe search_path.  NULLs for a queue that does not exist.
+ */
+PG_FUNCTION_INFO_V1(queue_table_stats);
+Datum
+queue_table_stats(PG_FUNCTION_ARGS)
+{
+	static const char *const states[QS_NSTATES] = {"ready", "scheduled", "running", "dead", "waiting"};
+	TupleDesc	tupdesc = result_row_type(fcinfo);
+	MemoryContext outer = CurrentMemoryContext;
+	bool		with_counts = PG_GETARG_BOOL(1);
+	Datum		values[QS_NSTATES + 1] = {0};
+	bool		nulls[QS_NSTATES + 1];
+	HeapTuple	result;
+	MemoryContext old;
+	QueueInfo  *q;
+	Oid			relid = InvalidOid;
+
+	for (int i = 0; i <= QS_NSTATES; i++)
+		nulls[i] = true;
+	QueueSpiBegin();
+	q = QueueLookupById(PG_GETARG_INT32(0), true);
+	if (q != NULL)
+		relid = get_relname_relid(psprintf("q_%s", q->name), get_namespace_oid("queue", false));
+	if (OidIsValid(relid))
+	{
+		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
+		StringInfoData sql;
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+		Oid			owner;
+		Oid			save_userid;
+		int			save_sec;
+		int			save_nestlevel;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for relation %u", relid);
+		owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+		ReleaseSysCache(tup);
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		/* in QueueState's order, which is the order of the result's columns */
+		for (int i = 0; i < QS_NSTATES; i++)
+			if (with_counts)
+				appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s'), ", t, states[i]);
+			else
+				appendStringInfoString(&sql, "NULL::bigint, ");
+		/*
+		 * The oldest ready job is at the head of one of the priorities:
+		 * visit each priority's head once (a loose index scan).
+		 */
+		appendStringInfo(&sql,
+						 "(WITH RECURSIVE p(priority) AS ("
+						 " (SELECT priority FROM %1$s WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)"
+						 " UNION ALL"
+						 " SELECT (SELECT j.priority FROM %1$s j WHERE j.state = 'ready' AND j.priority < p.priority"
+						 " ORDER BY j.priority DESC, j.rank LIMIT 1) FROM p WHERE p.priority IS NOT NULL)"
+						 " SELECT CASE WHEN min(h.since) IS NOT NULL"
+						 " THEN greatest(now() - min(h.since), interval '0') END"
+						 " FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM %1$s j"
+						 " WHERE j.state = 'ready' AND j.priority = p.priority ORDER BY j.rank LIMIT 1) h"
+						 " WHERE p.priority IS NOT NULL)", t);
+
+		GetUserIdAndSecContext(&save_userid, &save_sec);
+		SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		save_nestlevel = NewGUCNestLevel();
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		queue_spi_check(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
+		for (int i = 0; i <= QS_NSTATES; i++)
+			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
+		AtEOXact_GUC(true, save_nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	/* (the tuple copies the interval out of SPI's memory) */
+	old = MemoryContextSwitchTo(outer);
+	result = heap_form_tuple(tupdesc, values, nulls);
+	MemoryContextSwitchTo(old);
+	QueueSpiEnd();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
 /* queue._recent_counts(qno): completions and failures in the last minute */
 PG_FUNCTION_INFO_V1(queue_recent_counts);
 Datum
