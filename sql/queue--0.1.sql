@@ -1159,12 +1159,15 @@ DECLARE
     r queue.queue_config;
     t record;
 BEGIN
-    -- the queues whose tables the caller owns (all, for a superuser): the
-    -- others' upkeep would fail for want of privileges, or run the owner's
-    -- objects with the caller's rights
+    -- The queues whose tables the caller owns; for a superuser, those a
+    -- superuser owns.  Upkeep of the others would fail for want of
+    -- privileges, or run their owner's triggers with a superuser's rights
+    -- (the worker runs it as the owner).
     FOR r IN SELECT c.* FROM queue.queue_config c
                JOIN pg_class cl ON cl.relname = 'q_' || c.name AND cl.relnamespace = 'queue'::regnamespace
+               JOIN pg_roles o ON o.oid = cl.relowner
               WHERE pg_has_role(cl.relowner, 'USAGE')
+                AND (o.rolsuper OR NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = current_user))
               ORDER BY c.qno LOOP
         queue := r.name;
         promoted := 0; expired := 0; deleted := 0;

@@ -281,6 +281,10 @@ SELECT queue._set_archive_seg(:sec_qno, 1, ARRAY[now()]);
 SELECT queue.set_owner('sec_q', 'regress_queue_nobody');
 RESET ROLE;
 DROP ROLE regress_queue_nobody;
+-- not even its owner can point the archive ring outside itself
+SELECT queue._set_archive_seg(:sec_qno, 4, archive_since) FROM queue.queue_config WHERE qno = :sec_qno;
+SELECT queue._set_archive_seg(:sec_qno, 0, '{}') FROM queue.queue_config WHERE qno = :sec_qno;
+SELECT archive_seg FROM queue.queue_config WHERE qno = :sec_qno;
 
 --
 -- A consumer that may not INSERT into the queue's table claims in a

@@ -176,6 +176,45 @@ queue_check_writer(int32 qno)
 }
 
 /*
+ * Run as role, in a restricted operation with a safe search_path, until
+ * QueueAsRoleEnd, which also undoes every setting changed meanwhile (by
+ * the role's code, a trigger say), as VACUUM does around index
+ * expressions.  Code of one role must never see, or leave behind, the
+ * settings or rights of another.
+ */
+void
+QueueAsRoleBegin(QueueAsRole *as, Oid role)
+{
+	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
+	SetUserIdAndSecContext(role, as->save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	as->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+QueueAsRoleEnd(QueueAsRole *as)
+{
+	AtEOXact_GUC(false, as->save_nestlevel);
+	SetUserIdAndSecContext(as->save_userid, as->save_sec);
+}
+
+/* The owner of a relation. */
+static Oid
+rel_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
  * Run a fixed statement on queue qno's row of queue_config, as the owner of
  * queue_config, for the owner of the queue's table.  Upkeep runs as that
  * owner, who may read queue_config but not lock or change it, and turning
@@ -188,10 +227,7 @@ config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types
 	Oid			config = get_relname_relid("queue_config", nsp);
 	QueueInfo  *q;
 	Oid			relid;
-	HeapTuple	tup;
-	Oid			config_owner;
-	Oid			save_userid;
-	int			save_sec;
+	QueueAsRole as;
 	uint64		n;
 
 	QueueSpiBegin();
@@ -208,19 +244,11 @@ config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types
 				 errmsg("permission denied for queue \"%s\"", q->name),
 				 errdetail("Turning the queue's archive ring needs ownership of its tables."),
 				 errhint("Only the worker, and queue.tick() run by the owner of the queue's tables, turn it.")));
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(config));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", config);
-	config_owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(config_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
+	QueueAsRoleBegin(&as, rel_owner(config));
 	queue_spi_check(SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0),
 					expected, -1, "change the queue's configuration", q->name);
 	n = SPI_processed;
-	SetUserIdAndSecContext(save_userid, save_sec);
+	QueueAsRoleEnd(&as);
 	QueueSpiEnd();
 	return n;
 }
@@ -250,10 +278,16 @@ queue_set_archive_seg(PG_FUNCTION_ARGS)
 	Oid			types[3] = {INT4OID, INT4OID, TIMESTAMPTZARRAYOID};
 	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
 
-	(void) config_statement(PG_GETARG_INT32(0),
-							"UPDATE queue.queue_config c SET archive_seg = $2, archive_since = $3"
-							" WHERE c.qno = $1",
-							SPI_OK_UPDATE, 3, types, values);
+	if (config_statement(PG_GETARG_INT32(0),
+						 "UPDATE queue.queue_config c SET archive_seg = $2, archive_since = $3"
+						 " WHERE c.qno = $1 AND $2 >= 0 AND $2 < queue._archive_segments()"
+						 " AND cardinality($3) = queue._archive_segments()",
+						 SPI_OK_UPDATE, 3, types, values) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("archive segment %d, or its start times, do not fit the archive ring",
+						PG_GETARG_INT32(1)),
+				 errhint("The ring has queue._archive_segments() segments, numbered from 0.")));
 	PG_RETURN_VOID();
 }
 
@@ -423,16 +457,7 @@ queue_table_stats(PG_FUNCTION_ARGS)
 	{
 		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
 		StringInfoData sql;
-		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-		Oid			owner;
-		Oid			save_userid;
-		int			save_sec;
-		int			save_nestlevel;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for relation %u", relid);
-		owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-		ReleaseSysCache(tup);
+		QueueAsRole as;
 
 		initStringInfo(&sql);
 		appendStringInfoString(&sql, "SELECT ");
@@ -458,17 +483,11 @@ queue_table_stats(PG_FUNCTION_ARGS)
 						 " WHERE j.state = 'ready' AND j.priority = p.priority ORDER BY j.rank LIMIT 1) h"
 						 " WHERE p.priority IS NOT NULL)", t);
 
-		GetUserIdAndSecContext(&save_userid, &save_sec);
-		SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-							   SECURITY_RESTRICTED_OPERATION);
-		save_nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+		QueueAsRoleBegin(&as, rel_owner(relid));
 		queue_spi_check(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
 		for (int i = 0; i <= QS_NSTATES; i++)
 			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
-		AtEOXact_GUC(true, save_nestlevel);
-		SetUserIdAndSecContext(save_userid, save_sec);
+		QueueAsRoleEnd(&as);
 	}
 	/* (the tuple copies the interval out of SPI's memory) */
 	old = MemoryContextSwitchTo(outer);

@@ -112,6 +112,17 @@ extern int	queue_worker_naptime;
 /* queue.c */
 extern void queue_check_key(const char *what, text *key);
 extern void queue_check_writer(int32 qno);
+
+/* Running code as another role (queue.c); see QueueAsRoleBegin. */
+typedef struct QueueAsRole
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			save_nestlevel;
+} QueueAsRole;
+
+extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
+extern void QueueAsRoleEnd(QueueAsRole *as);
 extern void queue_spi_check(int ret, int expected, int64 want_rows, const char *what,
 							const char *qname);
 

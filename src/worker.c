@@ -479,6 +479,28 @@ send_notifications(bool all)
 }
 
 /*
+ * Cleanup visits a queue that is not due only if its archive ring has a
+ * segment to empty or to turn to.  Asked in the queue's own subtransaction,
+ * so that an archive broken by its owner fails that queue alone; one whose
+ * state is unknown is visited, and its tick warns.
+ */
+static bool
+archive_has_work(int32 qno)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(qno)};
+	bool		isnull;
+
+	if (SPI_execute_with_args("SELECT coalesce((SELECT d.turn OR cardinality(d.expired) > 0"
+							  " FROM queue._archive_due(c, now()) d), true)"
+							  " FROM queue.queue_config c WHERE c.qno = $1",
+							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		return false;
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
  * queue's next due time is kept in shared memory, so a pass only visits
@@ -502,7 +524,6 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	int			nqueues;
 	int32	   *qnos;
 	Oid		   *owners;
-	bool	   *archive_due;
 	Oid			save_userid;
 	int			save_sec;
 
@@ -510,44 +531,33 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	if (!begin_pass("queue: upkeep"))
 		return false;
 
-	{
-		Oid			argtypes[1] = {BOOLOID};
-		Datum		args[1] = {BoolGetDatum(cleanup)};
-
-		/* an archive whose state cannot be read is visited: tick warns */
-		SPI_execute_with_args("SELECT c.qno, cl.relowner, CASE WHEN $1 THEN coalesce("
-							  " (SELECT d.turn OR pg_catalog.cardinality(d.expired) > 0"
-							  " FROM queue._archive_due(c, pg_catalog.now()) d), true) ELSE false END"
-							  " FROM queue.queue_config c"
-							  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
-							  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
-							  1, argtypes, args, NULL, true, 0);
-	}
+	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+				true, 0);
 	nqueues = SPI_processed;
 	qnos = MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1));
 	owners = MemoryContextAlloc(outer, sizeof(Oid) * Max(nqueues, 1));
-	archive_due = MemoryContextAlloc(outer, sizeof(bool) * Max(nqueues, 1));
 	for (int i = 0; i < nqueues; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 
-		qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-		archive_due[i] = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	for (int i = 0; i < nqueues; i++)
 	{
 		ResourceOwner oldowner = CurrentResourceOwner;
-		TimestampTz due;
+		TimestampTz due = 0;
 		uint64		due_gen;
+		volatile bool due_now;
 
 		/* gen is read before the tick takes its snapshot */
-		if (QueueDueGet(qnos[i], &due, &due_gen) && due > now_ts &&
-			!(orphans && due != DT_NOEND) && !archive_due[i])
+		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
+			(orphans && due != DT_NOEND);
+		if (!due_now && !cleanup)
 		{
 			if (due != DT_NOEND && (*next == 0 || due < *next))
 				*next = due;
@@ -559,8 +569,8 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		{
 			Datum		args[2];
 			Oid			argtypes[2] = {INT4OID, BOOLOID};
-			TimestampTz queue_next = DT_NOEND;
-			bool		exists;
+			TimestampTz queue_next = due;
+			bool		isnull;
 
 			args[0] = Int32GetDatum(qnos[i]);
 			args[1] = BoolGetDatum(cleanup);
@@ -571,29 +581,32 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			 * skipped.  It is taken as ourselves: a queue's owner may read
 			 * queue_config but not lock its rows.
 			 */
-			SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
-								  1, argtypes, args, NULL, false, 1);
-			exists = SPI_processed == 1;
-			SetUserIdAndSecContext(owners[i], save_sec | SECURITY_LOCAL_USERID_CHANGE |
-								   SECURITY_RESTRICTED_OPERATION);
-			if (exists &&
-				SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
-									  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
-									  2, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
+			if ((due_now || archive_has_work(qnos[i])) &&
+				SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+									  1, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
 				SPI_processed == 1)
 			{
-				bool		isnull;
-				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+				QueueAsRole as;
 
-				if (!isnull)
-					queue_next = DatumGetTimestampTz(d);
+				QueueAsRoleBegin(&as, owners[i]);
+				queue_next = DT_NOEND;
+				if (SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
+										  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
+										  2, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
+					SPI_processed == 1)
+				{
+					Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+					if (!isnull)
+						queue_next = DatumGetTimestampTz(d);
+				}
+				QueueAsRoleEnd(&as);
+				QueueDueSet(qnos[i], queue_next, due_gen);
 			}
-			SetUserIdAndSecContext(save_userid, save_sec);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(outer);
 			CurrentResourceOwner = oldowner;
-			QueueDueSet(qnos[i], queue_next, due_gen);
-			if (queue_next != DT_NOEND && (*next == 0 || queue_next < *next))
+			if (queue_next != DT_NOEND && queue_next != 0 && (*next == 0 || queue_next < *next))
 				*next = queue_next;
 		}
 		PG_CATCH();
@@ -617,7 +630,6 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	end_pass();
 	pfree(qnos);
 	pfree(owners);
-	pfree(archive_due);
 	return true;
 }
 
@@ -651,6 +663,8 @@ queue_db_worker_main(Datum arg)
 
 	/* Notifications and promotions are cheap to redo after a crash. */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* Our own statements see no objects of the database's roles. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
 	pass_cxt = AllocSetContextCreate(TopMemoryContext, "queue worker pass",
 									 ALLOCSET_DEFAULT_SIZES);

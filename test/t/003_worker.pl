@@ -236,7 +236,37 @@ $app->query(q{UPDATE queue.queue_config SET archive_since[1] = now() - interval 
 	WHERE name = 'owned'});
 $took = poll_for($app, q{SELECT archive_seg FROM queue.queue_config WHERE name = 'owned'}, '1', 25);
 ok(defined $took, 'owned: the worker turns the archive ring');
+
+# The owner's trigger changes settings during upkeep, so that the worker's
+# own statements would afterwards resolve '=' to an operator of the owner's
+# that makes the owner superuser.  The worker undoes the settings and pins
+# its own search_path.
+$app->query(q{CREATE SCHEMA queue_test_evil AUTHORIZATION queue_test_owner});
+$app->query(
+	q{SET ROLE queue_test_owner;
+CREATE FUNCTION queue_test_evil.eq(int, int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE queue_test_owner SUPERUSER';
+    END IF;
+    RETURN $1 OPERATOR(pg_catalog.=) $2;
+END $$;
+CREATE OPERATOR queue_test_evil.= (LEFTARG = int, RIGHTARG = int, FUNCTION = queue_test_evil.eq);
+CREATE FUNCTION queue_test_evil.t() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'queue_test_evil, pg_catalog', false);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER evil BEFORE UPDATE ON queue.q_owned FOR EACH STATEMENT EXECUTE FUNCTION queue_test_evil.t();
+RESET ROLE});
+my $evil_id = $app->query(q{SELECT queue.enqueue('owned', '{"n": 3}', delay => '300 ms')});
+$took = poll_for($app, qq{SELECT state FROM queue.jobs WHERE id = $evil_id}, 'ready', 10);
+ok(defined $took, 'owned: upkeep runs with the owner\'s trigger in place');
+sleep 2;    # more passes, over other queues too
+is($app->query(q{SELECT rolsuper FROM pg_roles WHERE rolname = 'queue_test_owner'}),
+	'f', 'owned: settings the owner\'s code changed during upkeep do not make it superuser');
 $app->query(q{SELECT queue.drop('owned')});
+$app->query(q{SET client_min_messages = warning; DROP SCHEMA queue_test_evil CASCADE; RESET client_min_messages});
 $app->query(q{DROP ROLE queue_test_owner});
 
 # ------------------------------------------------- 4. scheduled jobs, NOTIFY
