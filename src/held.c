@@ -266,25 +266,45 @@ QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 toke
 	return rest;
 }
 
-/* Whether this transaction holds a job of this group (its head). */
-bool
-QueueHeldInGroup(int32 qno, text *group_key)
+/*
+ * The unfinished job of queue qno this transaction holds whose column col
+ * (a text) is key, or NULL.  Such a job has no row for other statements'
+ * indexes to find.
+ */
+static HeldJob *
+held_with_key(int32 qno, int col, text *key)
 {
 	ListCell   *lc;
 
 	foreach(lc, held)
 	{
 		HeldJob    *j = (HeldJob *) lfirst(lc);
-		text	   *g;
+		text	   *k;
 
-		if (j->qno != qno || j->done_nest != 0 || j->written_nest != 0 || j->nulls[HELD_GROUP_KEY])
+		if (j->qno != qno || j->done_nest != 0 || j->written_nest != 0 || j->nulls[col])
 			continue;
-		g = DatumGetTextPP(j->values[HELD_GROUP_KEY]);
-		if (VARSIZE_ANY_EXHDR(g) == VARSIZE_ANY_EXHDR(group_key) &&
-			memcmp(VARDATA_ANY(g), VARDATA_ANY(group_key), VARSIZE_ANY_EXHDR(g)) == 0)
-			return true;
+		k = DatumGetTextPP(j->values[col]);
+		if (VARSIZE_ANY_EXHDR(k) == VARSIZE_ANY_EXHDR(key) &&
+			memcmp(VARDATA_ANY(k), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(k)) == 0)
+			return j;
 	}
-	return false;
+	return NULL;
+}
+
+/* Whether this transaction holds a job of this group (its head). */
+bool
+QueueHeldInGroup(int32 qno, text *group_key)
+{
+	return held_with_key(qno, HELD_GROUP_KEY, group_key) != NULL;
+}
+
+/* The id of the job with this dedup_key this transaction holds, or 0. */
+int64
+QueueHeldWithDedup(int32 qno, text *dedup_key)
+{
+	HeldJob    *j = held_with_key(qno, HELD_DEDUP_KEY, dedup_key);
+
+	return j != NULL ? j->id : 0;
 }
 
 /*
@@ -390,6 +410,19 @@ held_xact_callback(XactEvent event, void *arg)
 				QueueSpiEnd();
 				PopActiveSnapshot();
 			}
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+
+			/*
+			 * COMMIT PREPARED, perhaps in another session, could not write
+			 * held jobs back: they would be lost.  (xact.c refuses this too,
+			 * but only where shared memory is set up.)
+			 */
+			if (held != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that claimed jobs"),
+						 errhint("Commit it directly, or move the queue calls out of the prepared transaction.")));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:

@@ -721,7 +721,8 @@ $app->close;
 
 my $plain = PostgreSQL::Test::Cluster->new('nopreload');
 $plain->init;
-$plain->append_conf('postgresql.conf', q{log_line_prefix = '%m [%p] [%b] %q%a '});
+$plain->append_conf('postgresql.conf', q{log_line_prefix = '%m [%p] [%b] %q%a '
+max_prepared_transactions = 2});
 $plain->start;
 
 ($ret, $out, $err) = $plain->psql('postgres', 'CREATE EXTENSION queue');
@@ -747,6 +748,15 @@ like($err, qr/ERROR:.*claim with wait needs queue in shared_preload_libraries/,
 ok(time - $t0 < 1, 'no preload: at once, not after waiting');
 is($plain->safe_psql('postgres', q{SELECT count(*) FROM queue.claim('p', wait => '0 s')}),
 	'0', 'no preload: claim with a zero wait is a plain claim');
+$plain->safe_psql('postgres', q{SELECT queue.enqueue('p', '{"p": 2}')});
+($ret, $out, $err) = $plain->psql('postgres',
+	q{BEGIN; SELECT count(*) FROM queue.claim('p'); PREPARE TRANSACTION 'held_claim'});
+like($err, qr/ERROR:.*cannot PREPARE a transaction that claimed jobs/,
+	'no preload: PREPARE TRANSACTION of a transaction holding claims is refused');
+is($plain->safe_psql('postgres', q{SELECT count(*) FROM pg_prepared_xacts}),
+	'0', 'no preload: nothing was prepared');
+is($plain->safe_psql('postgres', q{SELECT state FROM queue.jobs WHERE payload = '{"p": 2}'}),
+	'ready', 'no preload: the job is still ready, not lost');
 settle($plain);
 $plain->stop;
 
