@@ -303,3 +303,24 @@ SELECT payload->>'n' AS n, attempt FROM queue.claim('clm_ways', 2);
 COMMIT;
 SELECT payload->>'n' AS n, state FROM queue.q_clm_ways ORDER BY id;
 SELECT queue.drop('clm_ways');
+
+--
+-- A job claimed in this transaction still holds its dedup_key, though it
+-- has no row until the commit writes it back: enqueueing the key returns
+-- its id, and the commit succeeds.
+--
+SELECT queue.create('clm_dedup');
+SELECT queue.enqueue('clm_dedup', '{"n": 1}', dedup_key => 'k') AS dk \gset
+BEGIN;
+SELECT id = :dk AS claimed FROM queue.claim('clm_dedup');
+SELECT queue.enqueue('clm_dedup', '{"n": 2}', dedup_key => 'k') = :dk AS same_id;
+COMMIT;
+SELECT payload->>'n' AS n, state FROM queue.q_clm_dedup ORDER BY id;
+-- once the held job is completed, the key is free again
+BEGIN;
+SELECT queue.release(:dk);
+SELECT queue.complete(id) FROM queue.claim('clm_dedup');
+SELECT queue.enqueue('clm_dedup', '{"n": 3}', dedup_key => 'k') <> :dk AS new_id;
+COMMIT;
+SELECT payload->>'n' AS n, state FROM queue.q_clm_dedup ORDER BY id;
+SELECT queue.drop('clm_dedup');

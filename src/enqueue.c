@@ -157,6 +157,18 @@ queue_enqueue(PG_FUNCTION_ARGS)
 	else
 	{
 		/*
+		 * A job this transaction claimed holds its key too, though it has
+		 * no row to conflict with until it is written back at commit.
+		 */
+		int64		held_id = QueueHeldWithDedup(q->qno, dedup_key);
+
+		if (held_id != 0)
+		{
+			QueueSpiEnd();
+			PG_RETURN_INT64(held_id);
+		}
+
+		/*
 		 * Either our row goes in, or an unfinished job holds the key and we
 		 * return its id; that job may finish in between, so try again.
 		 */

@@ -188,6 +188,7 @@ extern int	QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token,
 								 Datum *done_ids, int *ndone, Datum *groups, int *ngroups);
 extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
 extern bool QueueHeldInGroup(int32 qno, text *group_key);
+extern int64 QueueHeldWithDedup(int32 qno, text *dedup_key);
 
 /* shmem.c: per-queue state shared by all backends */
 extern void QueueShmemRequest(void);
