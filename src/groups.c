@@ -20,7 +20,13 @@
  * buckets per queue that the group hashes to: a transaction enqueueing
  * into a million groups holds at most that many locks (one per group
  * would exhaust the lock table), and unrelated groups sharing a bucket
- * wait for each other only as long as one transaction.
+ * wait for each other only as long as one transaction.  They can also
+ * deadlock, when two transactions each finish jobs of several groups one
+ * call at a time: 4 consumers completing 10 jobs of 1,000 groups per
+ * transaction one by one had 22 deadlocks in 20 s with 128 buckets and 5
+ * in a drain of 40,000 jobs with 1,024; completing them with one call,
+ * which locks its buckets in order, had none.  1,024 buckets are at most
+ * a sixth of the default lock table.
  *
  * max_running: each running job of such a queue holds one row of the
  * queue's slot table (queue.s_<name>).  A claim must first lock free slots
@@ -44,7 +50,7 @@
 #include "queue.h"
 
 #define GROUP_LOCKTAG_FIELD4	7	/* users' advisory locks use 1 and 2 */
-#define GROUP_LOCK_BUCKETS		128
+#define GROUP_LOCK_BUCKETS		1024
 
 static uint32
 group_bucket(text *key)
