@@ -594,9 +594,10 @@ BEGIN
         END IF;
         PERFORM queue._get(queue);
     END IF;
+    -- (while the queue still exists: its shared state goes at commit)
+    PERFORM queue._reset_cursor(r.qno, true);
     EXECUTE format('DROP TABLE queue.%I, queue.%I, queue.%I', 'q_' || queue, 'a_' || queue, 's_' || queue);
     DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
-    PERFORM queue._reset_cursor(r.qno, true);
     PERFORM queue._invalidate();
 END
 $$;
@@ -1161,13 +1162,13 @@ DECLARE
 BEGIN
     -- The queues whose tables the caller owns; for a superuser, those a
     -- superuser owns.  Upkeep of the others would fail for want of
-    -- privileges, or run their owner's triggers with a superuser's rights
-    -- (the worker runs it as the owner).
+    -- privileges, or run their owner's triggers with the caller's wider
+    -- rights (the worker runs it as the owner).
     FOR r IN SELECT c.* FROM queue.queue_config c
                JOIN pg_class cl ON cl.relname = 'q_' || c.name AND cl.relnamespace = 'queue'::regnamespace
                JOIN pg_roles o ON o.oid = cl.relowner
-              WHERE pg_has_role(cl.relowner, 'USAGE')
-                AND (o.rolsuper OR NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = current_user))
+               JOIN pg_roles u ON u.rolname = current_user
+              WHERE cl.relowner = u.oid OR (o.rolsuper AND u.rolsuper)
               ORDER BY c.qno LOOP
         queue := r.name;
         promoted := 0; expired := 0; deleted := 0;

@@ -279,6 +279,10 @@ SELECT queue._group_busy(:sec_qno, 'g');
 SELECT queue._lock_config(:sec_qno);
 SELECT queue._set_archive_seg(:sec_qno, 1, ARRAY[now()]);
 SELECT queue.set_owner('sec_q', 'regress_queue_nobody');
+-- nor for queues that do not exist (their shared state would be made)
+SELECT queue._reset_cursor(999999);
+SELECT queue._count(0, 'ready', 'dead', 1);
+SELECT queue._lock_group(-1, 'g');
 RESET ROLE;
 DROP ROLE regress_queue_nobody;
 -- not even its owner can point the archive ring outside itself
@@ -306,6 +310,20 @@ COMMIT;
 RESET ROLE;
 SELECT payload->>'n' AS n, state FROM queue.q_sec_cons;
 SELECT payload->>'n' AS n, state FROM queue.archive WHERE queue = 'sec_cons';
+-- A claim made in a SECURITY DEFINER function is written back at commit
+-- with the rights it was made with, not those of the role committing.
+CREATE FUNCTION public.sec_take_one() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog AS $$ SELECT id FROM queue.claim('sec_cons') $$;
+GRANT EXECUTE ON FUNCTION public.sec_take_one() TO regress_queue_consumer;
+REVOKE ALL ON queue.q_sec_cons FROM regress_queue_consumer;
+SELECT count(queue.enqueue('sec_cons', '{"n": 3}'));
+SET ROLE regress_queue_consumer;
+BEGIN;
+SELECT public.sec_take_one() IS NOT NULL AS took;
+COMMIT;
+RESET ROLE;
+SELECT payload->>'n' AS n, state FROM queue.q_sec_cons ORDER BY id;
+DROP FUNCTION public.sec_take_one();
 SELECT queue.drop('sec_cons');
 DROP ROLE regress_queue_consumer;
 
@@ -325,10 +343,12 @@ SELECT c.relname, c.relowner::regrole
 -- (a wholesale change: shared memory forgets the counts, stats counts)
 SELECT queue._recount(qno) FROM queue.queue_config WHERE name = 'sec_stats';
 SELECT ready, running, oldest_ready_age IS NOT NULL AS has_age FROM queue.stats WHERE queue = 'sec_stats';
--- tick() by the owner maintains its queue, and only that one
+-- tick() by the owner maintains its queue, and only that one; a
+-- superuser's leaves it to its owner
 SET ROLE regress_queue_owner;
 SELECT queue, promoted, expired FROM queue.tick();
 RESET ROLE;
+SELECT count(*) AS superuser_ticked FROM queue.tick() WHERE queue = 'sec_stats';
 SELECT queue.set_owner('sec_stats', NULL);
 SELECT queue.set_owner('sec_nope', current_user::regrole);
 SELECT queue.complete(id) FROM queue.claim('sec_stats');

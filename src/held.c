@@ -49,6 +49,7 @@ typedef struct HeldJob
 	int			nest;			/* level that claimed it */
 	int			done_nest;		/* level that completed it, 0 if none */
 	int			written_nest;	/* level that wrote it back, 0 if none */
+	Oid			userid;			/* the role that claimed it */
 	Datum		values[HELD_NCOLS];
 	bool		nulls[HELD_NCOLS];
 } HeldJob;
@@ -122,6 +123,7 @@ QueueHeldAddJob(int32 qno, const Datum *values, const bool *nulls)
 	j->nest = GetCurrentTransactionNestLevel();
 	j->done_nest = 0;
 	j->written_nest = 0;
+	j->userid = GetUserId();
 	held = lappend(held, j);
 	MemoryContextSwitchTo(old);
 }
@@ -310,11 +312,20 @@ QueueHeldWithDedup(int32 qno, text *dedup_key)
 /*
  * Write the held jobs of queue q (all of them, or only job id) back as
  * running rows.  Must be called inside QueueSpiBegin.
+ *
+ * They are written as the role that claimed them.  The claim took their
+ * rows with that role's rights, perhaps in a SECURITY DEFINER function
+ * that has returned since, and the commit may run as a role that may not
+ * insert into the queue's table.
  */
 static void
 write_back(QueueInfo *q, int64 only_id)
 {
 	int			n = 0;
+	bool		more = false;
+	Oid			userid = InvalidOid;
+	Oid			save_userid;
+	int			save_sec;
 	ListCell   *lc;
 	HeldJob   **jobs = palloc(sizeof(HeldJob *) * list_length(held));
 	Datum		args[HELD_NCOLS + 2];
@@ -328,6 +339,12 @@ write_back(QueueInfo *q, int64 only_id)
 		if (j->qno != q->qno || j->done_nest != 0 || j->written_nest != 0 ||
 			(only_id != 0 && j->id != only_id))
 			continue;
+		if (n > 0 && j->userid != userid)
+		{
+			more = true;		/* claimed by another role: next round */
+			continue;
+		}
+		userid = j->userid;
 		jobs[n++] = j;
 		j->written_nest = GetCurrentTransactionNestLevel();
 	}
@@ -339,12 +356,17 @@ write_back(QueueInfo *q, int64 only_id)
 	QueueOwnerPublish();
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
 					SPI_OK_INSERT, n, "write back claimed jobs", q->name);
+	SetUserIdAndSecContext(save_userid, save_sec);
 	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)
 		QueueXactScheduled(q->qno, DatumGetTimestampTz(jobs[i]->values[HELD_LEASE_UNTIL]));
+	if (more)
+		write_back(q, only_id);
 }
 
 /*

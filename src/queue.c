@@ -145,28 +145,35 @@ queue_invalidate(PG_FUNCTION_ARGS)
 /*
  * The internal functions that change a queue's shared state or take its
  * group locks are executable by everyone, since the SQL functions call
- * them as their caller.  Each first checks that the caller may write the
- * queue's table: whoever can could upset the queue anyway, and nobody else
- * may.  A queue this transaction cannot see (dropped by it) has no state
- * left to protect.
+ * them as their caller.  Each first checks that the queue exists and that
+ * the caller may write its table: whoever can could upset the queue
+ * anyway, and nobody else may.  (A queue unknown here would still get
+ * shared memory at commit, which anyone could then fill.)
  */
 void
 queue_check_writer(int32 qno)
 {
-	QueueInfo  *q;
+	QueueInfo  *q = NULL;
 	Oid			relid = InvalidOid;
 	char	   *name = NULL;
 
-	QueueSpiBegin();
-	q = QueueLookupById(qno, true);
-	if (q != NULL)
+	if (qno > 0 && qno < QUEUE_ID_FACTOR)
 	{
-		name = psprintf("q_%s", q->name);
-		relid = get_relname_relid(name, get_namespace_oid("queue", false));
+		QueueSpiBegin();
+		q = QueueLookupById(qno, true);
+		if (q != NULL)
+		{
+			name = psprintf("q_%s", q->name);
+			relid = get_relname_relid(name, get_namespace_oid("queue", false));
+		}
+		QueueSpiEnd();
 	}
-	QueueSpiEnd();
-	if (OidIsValid(relid) &&
-		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK)
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue number %d does not exist", qno),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for queue \"%s\"", name + 2),

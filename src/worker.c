@@ -481,8 +481,9 @@ send_notifications(bool all)
 /*
  * Cleanup visits a queue that is not due only if its archive ring has a
  * segment to empty or to turn to.  Asked in the queue's own subtransaction,
- * so that an archive broken by its owner fails that queue alone; one whose
- * state is unknown is visited, and its tick warns.
+ * with its row locked (so not for a queue dropped meanwhile), so that an
+ * archive broken by its owner fails that queue alone; one whose state is
+ * unknown is visited, and its tick warns.
  */
 static bool
 archive_has_work(int32 qno)
@@ -494,7 +495,7 @@ archive_has_work(int32 qno)
 	if (SPI_execute_with_args("SELECT coalesce((SELECT d.turn OR cardinality(d.expired) > 0"
 							  " FROM queue._archive_due(c, now()) d), true)"
 							  " FROM queue.queue_config c WHERE c.qno = $1",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT ||
+							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		return false;
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -581,10 +582,10 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			 * skipped.  It is taken as ourselves: a queue's owner may read
 			 * queue_config but not lock its rows.
 			 */
-			if ((due_now || archive_has_work(qnos[i])) &&
-				SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+			if (SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
 									  1, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
-				SPI_processed == 1)
+				SPI_processed == 1 &&
+				(due_now || archive_has_work(qnos[i])))
 			{
 				QueueAsRole as;
 
