@@ -279,6 +279,14 @@ SELECT queue._group_busy(:sec_qno, 'g');
 SELECT queue._lock_config(:sec_qno);
 SELECT queue._set_archive_seg(:sec_qno, 1, ARRAY[now()]);
 SELECT queue.set_owner('sec_q', 'regress_queue_nobody');
+-- A paused queue refuses its claims too, rather than returning nothing.
+RESET ROLE;
+SELECT queue.pause('sec_q');
+SET ROLE regress_queue_nobody;
+SELECT count(*) FROM queue.claim('sec_q');
+RESET ROLE;
+SELECT queue.resume('sec_q');
+SET ROLE regress_queue_nobody;
 -- nor for queues that do not exist (their shared state would be made)
 SELECT queue._reset_cursor(999999);
 SELECT queue._count(0, 'ready', 'dead', 1);

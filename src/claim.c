@@ -108,6 +108,25 @@ may_hold(QueueInfo *q)
 }
 
 /*
+ * A claim of a paused queue reads no table, so nothing else would refuse
+ * a role that may not claim from it: it would get "nothing to do" (or
+ * sleep in claim(wait =>)) where it should get an error.
+ */
+static void
+check_may_claim(QueueInfo *q)
+{
+	char		tname[NAMEDATALEN + 4];
+	Oid			relid;
+
+	snprintf(tname, sizeof(tname), "q_%s", q->name);
+	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
+	if (OidIsValid(relid) &&
+		(pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
+		 pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK))
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, tname);
+}
+
+/*
  * Run one claim (directly, or through SPI where take.c cannot) and copy
  * what it took into the result.
  */
@@ -362,6 +381,8 @@ queue_claim(PG_FUNCTION_ARGS)
 			wake_gen = QueueWaitPrepare(q->qno);
 		if (!q->paused)
 			claim_once(q, lease, max_jobs, rsinfo, &span);
+		else
+			check_may_claim(q);
 		if (span.count > 0 || wait_ms == 0)
 			break;
 
