@@ -89,6 +89,18 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 	span->last_rank = DatumGetInt64(values[HELD_RANK]);
 }
 
+/* Does the user have any privilege of mode on queue q's table? */
+static bool
+table_privilege(QueueInfo *q, AclMode mode)
+{
+	char		tname[NAMEDATALEN + 4];
+	Oid			relid;
+
+	snprintf(tname, sizeof(tname), "q_%s", q->name);
+	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
+	return !OidIsValid(relid) || pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
+}
+
 /*
  * In a transaction block, claimed jobs are held in memory and written back
  * at commit if still claimed then (held.c).  That write is an INSERT: a
@@ -98,13 +110,7 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 static bool
 may_hold(QueueInfo *q)
 {
-	char		tname[NAMEDATALEN + 4];
-	Oid			relid;
-
-	snprintf(tname, sizeof(tname), "q_%s", q->name);
-	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
-	return OidIsValid(relid) &&
-		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+	return table_privilege(q, ACL_INSERT);
 }
 
 /*
@@ -115,15 +121,8 @@ may_hold(QueueInfo *q)
 static void
 check_may_claim(QueueInfo *q)
 {
-	char		tname[NAMEDATALEN + 4];
-	Oid			relid;
-
-	snprintf(tname, sizeof(tname), "q_%s", q->name);
-	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
-	if (OidIsValid(relid) &&
-		(pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		 pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK))
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, tname);
+	if (!table_privilege(q, ACL_SELECT) || !table_privilege(q, ACL_UPDATE | ACL_DELETE))
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, psprintf("q_%s", q->name));
 }
 
 /*
