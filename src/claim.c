@@ -15,7 +15,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -25,7 +24,6 @@
 #include "tcop/pquery.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/portal.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -93,11 +91,8 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 static bool
 table_privilege(QueueInfo *q, AclMode mode)
 {
-	char		tname[NAMEDATALEN + 4];
-	Oid			relid;
+	Oid			relid = QueueTableRelid(q);
 
-	snprintf(tname, sizeof(tname), "q_%s", q->name);
-	relid = get_relname_relid(tname, get_namespace_oid("queue", false));
 	return !OidIsValid(relid) || pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
 }
 

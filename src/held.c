@@ -353,7 +353,6 @@ write_back(QueueInfo *q, int64 only_id)
 
 	job_rows(jobs, n, &values, &nulls);
 	column_arrays(n, values, nulls, args);
-	QueueOwnerPublish();
 	args[HELD_NCOLS] = Int32GetDatum(MyProcPid);
 	args[HELD_NCOLS + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	GetUserIdAndSecContext(&save_userid, &save_sec);

@@ -68,8 +68,8 @@ owner_exit(int code, Datum arg)
 }
 
 /*
- * Before a claim records this session on jobs: publish it, once per
- * session.  The slot is set before the claim can commit, so upkeep never
+ * Before a claim records this session on jobs (claim_once, through which
+ * held jobs come too): publish it, once per session.  The slot is set before the claim can commit, so upkeep never
  * sees a committed claim of a session that has not published.
  */
 void

@@ -309,6 +309,20 @@ QueueNextSeq(QueueInfo *q)
 	return nextval_internal(q->seqid, true);
 }
 
+/*
+ * The queue's table, queue.q_<name>; InvalidOid if it is missing.  Looked
+ * up each time (two syscache probes): nothing would tell a cached oid
+ * that the table was replaced.
+ */
+Oid
+QueueTableRelid(QueueInfo *q)
+{
+	char		tname[NAMEDATALEN + 4];
+
+	snprintf(tname, sizeof(tname), "q_%s", q->name);
+	return get_relname_relid(tname, get_namespace_oid("queue", false));
+}
+
 /* The text of one plan, for queue q. */
 static char *
 plan_sql(QueueInfo *q, QueuePlanId which)

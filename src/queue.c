@@ -143,6 +143,25 @@ queue_invalidate(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Queue number qno and (*relid) its table, or an error.  Must be called
+ * inside QueueSpiBegin.
+ */
+static QueueInfo *
+queue_with_table(int32 qno, Oid *relid)
+{
+	QueueInfo  *q = NULL;
+
+	if (qno > 0 && qno < QUEUE_ID_FACTOR)
+		q = QueueLookupById(qno, true);
+	if (q == NULL || !OidIsValid(*relid = QueueTableRelid(q)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue number %d does not exist", qno),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
+	return q;
+}
+
+/*
  * The internal functions that change a queue's shared state or take its
  * group locks are executable by everyone, since the SQL functions call
  * them as their caller.  Each first checks that the queue exists and that
@@ -153,32 +172,18 @@ queue_invalidate(PG_FUNCTION_ARGS)
 void
 queue_check_writer(int32 qno)
 {
-	QueueInfo  *q = NULL;
-	Oid			relid = InvalidOid;
-	char	   *name = NULL;
+	QueueInfo  *q;
+	Oid			relid;
 
-	if (qno > 0 && qno < QUEUE_ID_FACTOR)
-	{
-		QueueSpiBegin();
-		q = QueueLookupById(qno, true);
-		if (q != NULL)
-		{
-			name = psprintf("q_%s", q->name);
-			relid = get_relname_relid(name, get_namespace_oid("queue", false));
-		}
-		QueueSpiEnd();
-	}
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("queue number %d does not exist", qno),
-				 errhint("List queues with SELECT * FROM queue.queues.")));
+	QueueSpiBegin();
+	q = queue_with_table(qno, &relid);
+	QueueSpiEnd();
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for queue \"%s\"", name + 2),
-				 errdetail("Changing the queue's shared state needs INSERT, UPDATE or DELETE on table queue.%s.",
-						   quote_identifier(name)),
+				 errmsg("permission denied for queue \"%s\"", q->name),
+				 errdetail("Changing the queue's shared state needs INSERT, UPDATE or DELETE on table queue.q_%s.",
+						   q->name),
 				 errhint("Use the queue's functions; ask its owner for privileges on its tables.")));
 }
 
@@ -207,15 +212,18 @@ QueueAsRoleEnd(QueueAsRole *as)
 	SetUserIdAndSecContext(as->save_userid, as->save_sec);
 }
 
-/* The owner of a relation. */
+/* The owner of a relation of queue name. */
 static Oid
-rel_owner(Oid relid)
+rel_owner(Oid relid, const char *name)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
 
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("a table of queue \"%s\" was dropped meanwhile", name),
+				 errhint("Try again; if the queue was dropped, it is gone.")));
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
 	return owner;
@@ -230,28 +238,21 @@ rel_owner(Oid relid)
 static uint64
 config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types, Datum *values)
 {
-	Oid			nsp = get_namespace_oid("queue", false);
-	Oid			config = get_relname_relid("queue_config", nsp);
+	Oid			config = get_relname_relid("queue_config", get_namespace_oid("queue", false));
 	QueueInfo  *q;
 	Oid			relid;
 	QueueAsRole as;
 	uint64		n;
 
 	QueueSpiBegin();
-	q = QueueLookupById(qno, true);
-	if (q == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("queue number %d does not exist", qno),
-				 errhint("List queues with SELECT * FROM queue.queues.")));
-	relid = get_relname_relid(psprintf("q_%s", q->name), nsp);
-	if (!OidIsValid(relid) || !pg_class_ownercheck(relid, GetUserId()))
+	q = queue_with_table(qno, &relid);
+	if (!pg_class_ownercheck(relid, GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for queue \"%s\"", q->name),
 				 errdetail("Turning the queue's archive ring needs ownership of its tables."),
 				 errhint("Only the worker, and queue.tick() run by the owner of the queue's tables, turn it.")));
-	QueueAsRoleBegin(&as, rel_owner(config));
+	QueueAsRoleBegin(&as, rel_owner(config, q->name));
 	queue_spi_check(SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0),
 					expected, -1, "change the queue's configuration", q->name);
 	n = SPI_processed;
@@ -459,7 +460,7 @@ queue_table_stats(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = QueueLookupById(PG_GETARG_INT32(0), true);
 	if (q != NULL)
-		relid = get_relname_relid(psprintf("q_%s", q->name), get_namespace_oid("queue", false));
+		relid = QueueTableRelid(q);
 	if (OidIsValid(relid))
 	{
 		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
@@ -490,7 +491,7 @@ queue_table_stats(PG_FUNCTION_ARGS)
 						 " WHERE j.state = 'ready' AND j.priority = p.priority ORDER BY j.rank LIMIT 1) h"
 						 " WHERE p.priority IS NOT NULL)", t);
 
-		QueueAsRoleBegin(&as, rel_owner(relid));
+		QueueAsRoleBegin(&as, rel_owner(relid, q->name));
 		queue_spi_check(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
 		for (int i = 0; i <= QS_NSTATES; i++)
 			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);

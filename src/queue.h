@@ -134,6 +134,7 @@ extern SPIPlanPtr QueueGetPlan(QueueInfo *q, QueuePlanId which);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern int64 QueueNextSeq(QueueInfo *q);
+extern Oid	QueueTableRelid(QueueInfo *q);
 
 /* insert.c: rows into a queue's tables, without the executor */
 extern void QueueInsertInit(void);
