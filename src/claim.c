@@ -173,7 +173,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	QueueXactCount(q->qno, QS_READY, in_place ? QS_RUNNING : QS_NONE, taken);
 	/* the worker returns them when their lease runs out: tell it when */
 	if (in_place)
-		QueueXactScheduled(q->qno, out.lease_until);
+		QueueXactLeased(q->qno, out.lease_until);
 }
 
 /*
@@ -370,6 +370,8 @@ queue_claim(PG_FUNCTION_ARGS)
 	{
 		uint64		wake_gen = 0;
 		TimestampTz now_ts;
+		TimestampTz wake_at;
+		uint64		due_gen;
 
 		if (wait_ms > 0)
 			wake_gen = QueueWaitPrepare(q->qno);
@@ -389,7 +391,17 @@ queue_claim(PG_FUNCTION_ARGS)
 			InvalidateCatalogSnapshot();
 			MyProc->xmin = InvalidTransactionId;
 		}
-		QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
+
+		/*
+		 * Wake when the queue's next scheduled job falls due, and promote it
+		 * ourselves (QueuePromoteDue): the worker's promotion would cost a
+		 * commit of its own before we were woken.  A due time already past
+		 * is the worker's to handle, and it wakes us if that makes jobs
+		 * ready.
+		 */
+		if (!QueueDueGet(q->qno, &wake_at, &due_gen) || wake_at <= now_ts || wake_at > deadline)
+			wake_at = deadline;
+		QueueWaitSleep(q->qno, wake_gen, (long) ((wake_at - now_ts + 999) / 1000));
 		/* The queue may have been paused, resumed or dropped meanwhile. */
 		q = QueueLookupByName(qname);
 	}

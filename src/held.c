@@ -363,7 +363,7 @@ write_back(QueueInfo *q, int64 only_id)
 	QueueXactCount(q->qno, QS_NONE, QS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)
-		QueueXactScheduled(q->qno, DatumGetTimestampTz(jobs[i]->values[HELD_LEASE_UNTIL]));
+		QueueXactLeased(q->qno, DatumGetTimestampTz(jobs[i]->values[HELD_LEASE_UNTIL]));
 	if (more)
 		write_back(q, only_id);
 }

@@ -212,7 +212,7 @@ extern void QueueCountsSet(int32 qno, uint64 gen, const int64 *counts);
 extern QueueState QueueStateFromName(const char *name);
 extern bool QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen);
 extern void QueueDueSet(int32 qno, TimestampTz due, uint64 gen);
-extern void QueueDueLower(int32 qno, TimestampTz at);
+extern bool QueueDueLower(int32 qno, TimestampTz at);
 extern List *QueueTakeNotifications(Oid dboid);
 
 /* wake.c: waking workers and waiting claims */
@@ -221,6 +221,7 @@ extern void QueueWakeShmemInit(void);
 extern bool QueueWakeActive(void);
 extern void QueueRegisterDatabase(Oid dboid);
 extern void QueueSignalReady(int32 qno);
+extern void QueueSignalWaiters(int32 qno);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
 extern uint64 QueueWaitPrepare(int32 qno);
@@ -261,6 +262,7 @@ extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took);
 extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
 extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
+extern void QueueXactLeased(int32 qno, TimestampTz until);
 extern void QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n);
 extern void QueueXactRecount(int32 qno);
 extern void QueueXactNewQueue(int32 qno);

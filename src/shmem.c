@@ -385,8 +385,10 @@ QueueSharedForget(int32 qno)
 
 /*
  * Whether a claim should look for scheduled jobs that came due.  With
- * shared memory, one claim per PROMOTE_INTERVAL_MS per queue does it
- * (the background worker promotes on time); without, every claim does.
+ * shared memory, one claim per PROMOTE_INTERVAL_MS per queue does it, and
+ * the first claim once the queue's due time has come: claims waiting for
+ * it wake then, and so need not wait for the worker to promote the job and
+ * commit before they take it.  Without shared memory, every claim does.
  */
 bool
 QueuePromoteDue(int32 qno, TimestampTz now_ts)
@@ -397,7 +399,9 @@ QueuePromoteDue(int32 qno, TimestampTz now_ts)
 	if (e == NULL)
 		return true;
 	SpinLockAcquire(&e->mutex);
-	due = now_ts - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000);
+	due = now_ts - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000) ||
+		(e->next_due != 0 && e->next_due != DT_NOEND &&
+		 e->next_due <= now_ts && e->promote_checked < e->next_due);
 	if (due)
 		e->promote_checked = now_ts;
 	SpinLockRelease(&e->mutex);
@@ -526,20 +530,26 @@ QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
 	queue_shared_release();
 }
 
-/* Something of queue qno falls due at at (0: at an unknown time). */
-void
+/*
+ * Something of queue qno falls due at at (0: at an unknown time).  True if
+ * that is now the queue's known due time.
+ */
+bool
 QueueDueLower(int32 qno, TimestampTz at)
 {
 	QueueShared *e = queue_shared_acquire(qno);
+	bool		lowered;
 
 	if (e == NULL)
-		return;
+		return false;
 	SpinLockAcquire(&e->mutex);
-	if (at == 0 || (e->next_due != 0 && at < e->next_due))
+	lowered = at == 0 || (e->next_due != 0 && at < e->next_due);
+	if (lowered)
 		e->next_due = at;
 	e->due_gen++;
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
+	return lowered && at != 0;
 }
 
 QueueState

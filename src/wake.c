@@ -174,12 +174,9 @@ wait_slot(int32 qno)
 	return &wake->waits[hash_combine(MyDatabaseId, qno) % QUEUE_WAIT_SLOTS];
 }
 
-/*
- * A committed transaction made jobs of queue qno claimable: wake waiting
- * claims and have the worker notify listeners.
- */
+/* Wake the claims waiting on queue qno (claim(wait =>)). */
 void
-QueueSignalReady(int32 qno)
+QueueSignalWaiters(int32 qno)
 {
 	QueueWaitSlot *w;
 
@@ -188,6 +185,18 @@ QueueSignalReady(int32 qno)
 	w = wait_slot(qno);
 	pg_atomic_fetch_add_u64(&w->gen, 1);
 	ConditionVariableBroadcast(&w->cv);
+}
+
+/*
+ * A committed transaction made jobs of queue qno claimable: wake waiting
+ * claims and have the worker notify listeners.
+ */
+void
+QueueSignalReady(int32 qno)
+{
+	if (wake == NULL)
+		return;
+	QueueSignalWaiters(qno);
 	if (!QueueAnyListener(MyDatabaseId))
 		return;
 	switch (QueueMarkNotify(qno))

@@ -39,7 +39,8 @@ typedef struct PendingQueue
 	int64		claim_rank;
 	bool		reset;			/* reset the cursor at end, either way */
 	bool		forget;			/* drop the shared state at commit */
-	TimestampTz scheduled_at;	/* earliest job scheduled, or 0 */
+	TimestampTz scheduled_at;	/* earliest job or lease due, or 0 */
+	bool		jobs_due;		/* a job (not a lease) falls due then */
 	bool		recount;		/* counts changed wholesale: recount */
 	bool		zero_counts;	/* a new, empty queue: counts are zero */
 	uint64		zero_gen;
@@ -169,6 +170,20 @@ QueueXactScheduled(int32 qno, TimestampTz run_at)
 	p = pending_entry(qno);
 	if (p->scheduled_at == 0 || run_at < p->scheduled_at)
 		p->scheduled_at = run_at;
+	p->jobs_due = true;
+}
+
+/* A lease taken now runs out at until: the worker must know. */
+void
+QueueXactLeased(int32 qno, TimestampTz until)
+{
+	PendingQueue *p;
+
+	if (!QueueShmemActive())
+		return;
+	p = pending_entry(qno);
+	if (p->scheduled_at == 0 || until < p->scheduled_at)
+		p->scheduled_at = until;
 }
 
 /* n jobs went from one stored state to another (QS_NONE: in or out). */
@@ -289,7 +304,12 @@ apply_commit(PendingQueue *p)
 	}
 	if (p->scheduled_at != 0)
 	{
-		QueueDueLower(p->qno, p->scheduled_at);
+		/*
+		 * Claims waiting on the queue sleep until its due time at most:
+		 * an earlier one is theirs to wake for (see queue_claim).
+		 */
+		if (QueueDueLower(p->qno, p->scheduled_at) && p->jobs_due)
+			QueueSignalWaiters(p->qno);
 		QueueSignalScheduled(p->scheduled_at);
 	}
 	if (p->claimed)

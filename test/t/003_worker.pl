@@ -485,6 +485,32 @@ $app->query(q{SELECT queue.enqueue('w', '{"w": 2}')});
 is($wout, '{"w": 2}', 'wait in BEGIN: the claim returns the new job');
 is(scalar($waiter->query('COMMIT')), '', 'wait in BEGIN: commit');
 
+# A waiting claim wakes when a scheduled job falls due and promotes it
+# itself, without waiting for the worker: here the worker is held up on
+# the queue's config row, which its upkeep locks.
+my $blocker = QueueTestSession->new($node, 'app', 'blocker');
+$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'w' FOR UPDATE});
+$waiter->send(q{SELECT payload FROM queue.claim('w', 1, wait => '6 s')});
+$took = poll_for($mon, qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}},
+	'Extension', 3);
+ok(defined $took, 'wait for a scheduled job: the claim is waiting');
+$t0 = time;
+my $due_id = $app->query(q{SELECT queue.enqueue('w', '{"w": 3}', run_at => now() + interval '1.5 s')});
+($wout, $werr, $wdone) = $waiter->wait(8);
+is($wout, '{"w": 3}', 'wait for a scheduled job: the claim returns it');
+ok(defined $wdone && $wdone - $t0 >= 1.4 && $wdone - $t0 < 3,
+	'wait for a scheduled job: at its due time, not at the end of the wait');
+is( $mon->query(
+		q{SELECT wait_event_type FROM pg_stat_activity
+		   WHERE backend_type = 'queue worker' AND datname = 'app'}),
+	'Lock',
+	'wait for a scheduled job: meanwhile the worker waited for the config row');
+note sprintf('a waiting claim took a job scheduled 1.5 s ahead %.1f ms after its due time',
+	(($wdone // 0) - $t0 - 1.5) * 1000);
+$blocker->query('ROLLBACK');
+$blocker->close;
+$app->query(qq{SELECT queue.complete($due_id)});
+
 # empty queue: returns nothing after the wait
 ($wout, $werr) = $waiter->query(
 	q{SELECT clock_timestamp() AS t0 \gset
