@@ -160,30 +160,31 @@ QueueXactRecount(int32 qno)
 		pending_entry(qno)->recount = true;
 }
 
-void
-QueueXactScheduled(int32 qno, TimestampTz run_at)
+/* Something this transaction did falls due at at: a job, or a lease. */
+static void
+note_due(int32 qno, TimestampTz at, bool job)
 {
 	PendingQueue *p;
 
 	if (!QueueShmemActive())
 		return;
 	p = pending_entry(qno);
-	if (p->scheduled_at == 0 || run_at < p->scheduled_at)
-		p->scheduled_at = run_at;
-	p->jobs_due = true;
+	if (p->scheduled_at == 0 || at < p->scheduled_at)
+		p->scheduled_at = at;
+	p->jobs_due |= job;
+}
+
+void
+QueueXactScheduled(int32 qno, TimestampTz run_at)
+{
+	note_due(qno, run_at, true);
 }
 
 /* A lease taken now runs out at until: the worker must know. */
 void
 QueueXactLeased(int32 qno, TimestampTz until)
 {
-	PendingQueue *p;
-
-	if (!QueueShmemActive())
-		return;
-	p = pending_entry(qno);
-	if (p->scheduled_at == 0 || until < p->scheduled_at)
-		p->scheduled_at = until;
+	note_due(qno, until, false);
 }
 
 /* n jobs went from one stored state to another (QS_NONE: in or out). */
