@@ -482,22 +482,24 @@ def drains(system, batch, mode):
 
 def drain_script(system, batch, mode):
     """mode: "tx" (claim and complete in one transaction), "leased" (two), or,
-    for the raw floor only, "batch" (leased, with one lease per batch)."""
+    for the raw floor only, "batch" (leased, with one lease per batch).
+    Every consumer receives the payloads it claims, as pg-boss's and
+    graphile-worker's do: pgbench keeps them in a variable."""
     tx = mode == "tx"
     B, C = ("BEGIN;\n", "COMMIT;\n") if tx else ("", "")
     if system in QNAME:
         q = QNAME[system]
         if batch == 1:
-            claim = ("SELECT coalesce(max(id), 0) AS id, max(attempt) AS att, sum(length(payload::text)) AS bytes "
+            claim = ("SELECT coalesce(max(id), 0) AS id, max(attempt) AS att, max(payload::text) AS payload "
                      "FROM queue.claim('%s', 1) \\gset\n" % q)
             done = ("\\if :id > 0\nSELECT queue.complete(:id::bigint%s);\n\\endif\n"
                     % ("" if tx else ", attempt => :att::int"))
             return B + claim + done + C
-        claim = ("SELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
+        claim = ("SELECT coalesce(array_agg(id), '{}') AS ids, string_agg(payload::text, ',') AS payloads "
                  "FROM queue.claim('%s', %d) \\gset\n" % (q, batch))
         return B + claim + "SELECT queue.complete(:ids::bigint[]);\n" + C
     if system == "baseline":
-        claim = ("WITH c AS (%s) SELECT coalesce(array_agg(id), '{}') AS ids, sum(length(payload::text)) AS bytes "
+        claim = ("WITH c AS (%s) SELECT coalesce(array_agg(id), '{}') AS ids, string_agg(payload::text, ',') AS payloads "
                  "FROM c \\gset\n" % base_claim("base_jobs", batch))
         if batch == 1:
             claim = claim.replace("coalesce(array_agg(id), '{}') AS ids", "coalesce(max(id), 0) AS id")
@@ -523,7 +525,7 @@ def drain_script(system, batch, mode):
         # one queue (and consumer) per client: PgQ has no competing consumers
         return (B + "SELECT coalesce(pgq.next_batch('pq_' || :client_id, 'c'), 0) AS bid \\gset\n"
                 + "\\if :bid > 0\n"
-                + "SELECT count(*), sum(length(ev_data)) FROM pgq.get_batch_events(:bid::bigint);\n"
+                + "SELECT ev_id, ev_data FROM pgq.get_batch_events(:bid::bigint);\n"
                 + "SELECT pgq.finish_batch(:bid::bigint);\n\\endif\n" + C)
     raise ValueError(system)
 
