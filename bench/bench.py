@@ -370,6 +370,24 @@ def pgq_recreate(q, max_count=None):
     sql("SELECT pgq.register_consumer(%s, 'c')", (q,))
 
 
+def pgq_ticked(q, n, payload):
+    """A fresh PgQ queue with n events in one tick, for consumer 'c'."""
+    pgq_recreate(q)
+    sql("SELECT count(pgq.insert_event(%%s, 'job', %%s)) FROM generate_series(1, %d)" % n, (q, payload))
+    sql("SELECT pgq.force_tick(%s)", (q,))
+    sql("SELECT pgq.ticker(%s)", (q,))
+
+
+def pgq_take(cur, q):
+    """(batch id, events in it) of consumer 'c''s next batch of queue q."""
+    cur.execute("SELECT pgq.next_batch(%s, 'c')", (q,))
+    bid = cur.fetchone()[0]
+    if bid is None:
+        return None, 0
+    cur.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (bid,))
+    return bid, cur.fetchone()[0]
+
+
 def queue_recreate(name, **opts):
     sql("SELECT queue.drop(%s, if_exists => true)", (name,))
     o = "".join(", %s => %%s" % k for k in opts)
@@ -931,16 +949,9 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
             c.close()
         threading.Thread(target=reaper, daemon=True).start()
     elif system == "pgq":
-        pgq_recreate("po")
-        sql("SELECT count(pgq.insert_event('po', 'job', %%s)) FROM generate_series(1, %d)" % n, (make_payload(),))
-        sql("SELECT pgq.force_tick('po')")
-        sql("SELECT pgq.ticker('po')")
+        pgq_ticked("po", n, make_payload())
         holder = connect(app="bench holder")
-        hc = holder.cursor()
-        hc.execute("SELECT pgq.next_batch('po', 'c')")
-        bid = hc.fetchone()[0]
-        hc.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (bid,))
-        held = hc.fetchone()[0]
+        bid, held = pgq_take(holder.cursor(), "po")
         pid = holder.get_backend_pid()
         ready_q = None
         note = "batch of %s events; the same batch is handed to the consumer's next next_batch()" % held
@@ -985,15 +996,10 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
     c2 = connect(app="bench pgq consumer 2") if system == "pgq" else None
     if c2 is not None:
         # and has run PgQ's functions once, as queue's long-lived worker has
-        pgq_recreate("po_warm")
-        sql("SELECT pgq.insert_event('po_warm', 'job', 'x')")
-        sql("SELECT pgq.force_tick('po_warm')")
-        sql("SELECT pgq.ticker('po_warm')")
+        pgq_ticked("po_warm", 1, "x")
         wc = c2.cursor()
-        wc.execute("SELECT pgq.next_batch('po_warm', 'c')")
-        wb = wc.fetchone()[0]
+        wb, _ = pgq_take(wc, "po_warm")
         if wb is not None:
-            wc.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (wb,))
             wc.execute("SELECT pgq.finish_batch(%s)", (wb,))
     t0 = time.time()
     if system in ("pgboss", "graphile"):
@@ -1005,11 +1011,7 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
         sql("SELECT pg_terminate_backend(%s)", (pid,))
     recovered = None
     if system == "pgq":
-        cur = c2.cursor()
-        cur.execute("SELECT pgq.next_batch('po', 'c')")
-        b2 = cur.fetchone()[0]
-        cur.execute("SELECT count(*) FROM pgq.get_batch_events(%s)", (b2,))
-        got = cur.fetchone()[0]
+        b2, got = pgq_take(c2.cursor(), "po")
         recovered = time.time() - t0 if (b2 == bid and got == held) else None
         c2.close()
     else:

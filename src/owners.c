@@ -69,8 +69,9 @@ owner_exit(int code, Datum arg)
 
 /*
  * Before a claim records this session on jobs (claim_once, through which
- * held jobs come too): publish it, once per session.  The slot is set before the claim can commit, so upkeep never
- * sees a committed claim of a session that has not published.
+ * held jobs come too): publish it, once per session.  The slot is set
+ * before the claim can commit, so upkeep never sees a committed claim of
+ * a session that has not published.
  */
 void
 QueueOwnerPublish(void)
