@@ -205,7 +205,7 @@ SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
 SELECT payload FROM queue.q_enq_direct WHERE payload->>'companyId' = '2';
 SELECT payload->>'companyId' AS company, length(payload->>'pad') AS pad
-FROM queue.q_enq_direct WHERE payload->>'companyId' IN ('101', '250', '350');
+FROM queue.q_enq_direct WHERE payload->>'companyId' IN ('101', '250', '350') ORDER BY 1;
 SELECT count(*) AS ready_by_index FROM queue.q_enq_direct WHERE state = 'ready' AND priority = 0 AND rank > 0;
 RESET enable_seqscan;
 SELECT count(*) AS all_rows, count(DISTINCT id) AS ids, count(DISTINCT rank) AS ranks,

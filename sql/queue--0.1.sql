@@ -497,8 +497,13 @@ BEGIN
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     -- No CHECK on id: the executor would parse its expression afresh for
     -- every insert, and the C code makes the ids.
+    -- toast_tuple_target at its maximum, as in the archive: a row of up to
+    -- about 8 kB stays whole and is not compressed, instead of its payload
+    -- being split into TOAST chunks that enqueue inserts, every claim
+    -- fetches, and completion deletes (docs/design.md, "Big values").
     EXECUTE format('CREATE TABLE queue.%I () INHERITS (queue._job)'
-                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)', q);
+                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05,'
+                   ' toast_tuple_target = %s)', q, current_setting('block_size')::int - 32);
     EXECUTE format('ALTER TABLE queue.%I ADD CONSTRAINT %I PRIMARY KEY (id)', q, q || '$pkey');
     -- so that dropping the table (or the extension, with CASCADE) drops it
     EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '$seq', q);
