@@ -39,23 +39,40 @@ typedef struct ClaimSpan
 	int64		last_rank;
 } ClaimSpan;
 
-/* Make scheduled jobs that came due ready, in this transaction. */
+/*
+ * Make scheduled jobs that came due ready, in this transaction, and learn
+ * when the queue falls due next (see QueueXactNextDue).
+ */
 static void
 promote_due(QueueInfo *q, TimestampTz now_ts)
 {
 	Datum		arg = TimestampTzGetDatum(now_ts);
 	bool		isnull;
 	HeapTuple	tup;
+	TupleDesc	desc;
+	int64		promoted;
+	TimestampTz known;
+	uint64		gen;
+	Datum		next;
 
+	/* gen must be read before the statement takes its snapshot */
+	(void) QueueDueGet(q->qno, &known, &gen);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1),
 					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
 	tup = SPI_tuptable->vals[0];
-	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY,
-				   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
-	if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)) > 0)
-		QueueXactMadeReady(q->qno,
-						   DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)),
-						   DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)));
+	desc = SPI_tuptable->tupdesc;
+	promoted = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY, promoted);
+	if (promoted == 0)
+		return;
+	QueueXactMadeReady(q->qno,
+					   DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull)),
+					   DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)));
+	/* A transaction snapshot may predate gen. */
+	if (IsolationUsesXactSnapshot())
+		return;
+	next = SPI_getbinval(tup, desc, 4, &isnull);
+	QueueXactNextDue(q->qno, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
 }
 
 /* Where run_claim() puts the jobs it took. */
@@ -364,6 +381,7 @@ queue_claim(PG_FUNCTION_ARGS)
 	{
 		deadline = GetCurrentTimestamp() + wait_ms * INT64CONST(1000);
 		unpin = sleep_needs_no_snapshot(fcinfo);
+		QueueWaitBegin(q->qno);
 	}
 
 	for (;;)
@@ -396,12 +414,22 @@ queue_claim(PG_FUNCTION_ARGS)
 		 * Wake when the queue's next scheduled job falls due, and promote it
 		 * ourselves (QueuePromoteDue): the worker's promotion would cost a
 		 * commit of its own before we were woken.  A due time already past
-		 * is the worker's to handle, and it wakes us if that makes jobs
-		 * ready.
+		 * is the worker's to handle: it wakes us when that makes jobs ready,
+		 * and when it has found the next due time.
 		 */
 		if (!QueueDueGet(q->qno, &wake_at, &due_gen) || wake_at <= now_ts || wake_at > deadline)
-			wake_at = deadline;
-		QueueWaitSleep(q->qno, wake_gen, (long) ((wake_at - now_ts + 999) / 1000));
+			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
+		else if (QueueWaitSleep(q->qno, wake_gen, (long) ((wake_at - now_ts) / 1000)))
+		{
+			/*
+			 * The sleep is in whole milliseconds: the rest of the way to
+			 * the due time, less than one, is slept here, so that the job
+			 * is taken when it falls due rather than up to 1 ms after.
+			 */
+			now_ts = GetCurrentTimestamp();
+			if (wake_at > now_ts)
+				pg_usleep((long) (wake_at - now_ts));
+		}
 		/* The queue may have been paused, resumed or dropped meanwhile. */
 		q = QueueLookupByName(qname);
 	}

@@ -381,8 +381,13 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
 							 " WHERE state = 'scheduled' AND run_at <= $1"
 							 " ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))"
-							 " RETURNING priority, rank)"
-							 " SELECT count(*), max(priority), min(rank) FROM u", t, s, t);
+							 " RETURNING id, priority, rank)"
+							 " SELECT count(*), max(priority), min(rank),"
+							 " CASE WHEN count(*) > 0 THEN least("
+							 "(SELECT run_at FROM %s WHERE state = 'scheduled'"
+							 " AND id <> ALL (ARRAY(SELECT id FROM u)) ORDER BY run_at LIMIT 1),"
+							 " (SELECT lease_until FROM %s WHERE state = 'running'"
+							 " ORDER BY lease_until LIMIT 1)) END FROM u", t, s, t, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;

@@ -496,7 +496,9 @@ QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
 
 /*
  * When queue qno next needs upkeep (a scheduled job or a lease falls due).
- * Returns false if unknown.  gen is for QueueDueSet, as with the cursor.
+ * Returns false if unknown.  gen is for QueueDueSet, as with the cursor:
+ * QueueDueSet stores a due time only if nothing lowered it since gen was
+ * read, and says whether that changed it.
  */
 bool
 QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
@@ -516,18 +518,23 @@ QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
 	return known;
 }
 
-void
+bool
 QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
 {
 	QueueShared *e = queue_shared_acquire(qno);
+	bool		changed = false;
 
 	if (e == NULL)
-		return;
+		return false;
 	SpinLockAcquire(&e->mutex);
-	if (e->due_gen == gen)
+	if (e->due_gen == gen && e->next_due != due)
+	{
 		e->next_due = due;
+		changed = true;
+	}
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
+	return changed;
 }
 
 /*

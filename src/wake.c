@@ -39,6 +39,7 @@ typedef struct QueueWaitSlot
 {
 	ConditionVariable cv;
 	pg_atomic_uint64 gen;
+	pg_atomic_uint32 waiters;	/* claims waiting on the slot's queues */
 } QueueWaitSlot;
 
 typedef struct QueueWakeShared
@@ -76,6 +77,7 @@ QueueWakeShmemInit(void)
 		{
 			ConditionVariableInit(&wake->waits[i].cv);
 			pg_atomic_init_u64(&wake->waits[i].gen, 0);
+			pg_atomic_init_u32(&wake->waits[i].waiters, 0);
 		}
 	}
 }
@@ -229,12 +231,44 @@ QueueSignalClaimerExit(void)
 		wake_db(MyDatabaseId, false, false, true, 0);
 }
 
+/* The slot this backend counts itself a waiter of, between begin and done. */
+static QueueWaitSlot *my_wait = NULL;
+
 /*
- * claim(wait =>) support.  QueueWaitPrepare returns the slot's counter
+ * claim(wait =>) support.  A claim that may wait counts itself a waiter
+ * (QueueWaitBegin) until it returns (QueueWaitDone), or its transaction
+ * ends if it fails (QueueWaitAtEnd), so that the worker can leave due
+ * times to it (QueueWaitersPresent).  QueueWaitPrepare returns the slot's counter
  * after registering as a sleeper; QueueWaitSleep sleeps unless the counter
  * moved meanwhile, so a broadcast between the two is never missed even if
- * the claim in between consumed our latch.
+ * the claim in between consumed our latch.  It returns true if it slept the
+ * whole timeout.
  */
+void
+QueueWaitBegin(int32 qno)
+{
+	if (wake == NULL || my_wait != NULL)
+		return;
+	my_wait = wait_slot(qno);
+	pg_atomic_fetch_add_u32(&my_wait->waiters, 1);
+}
+
+void
+QueueWaitAtEnd(void)
+{
+	if (my_wait == NULL)
+		return;
+	pg_atomic_fetch_sub_u32(&my_wait->waiters, 1);
+	my_wait = NULL;
+}
+
+/* Whether claims may be waiting on queue qno (or one sharing its slot). */
+bool
+QueueWaitersPresent(int32 qno)
+{
+	return wake != NULL && pg_atomic_read_u32(&wait_slot(qno)->waiters) > 0;
+}
+
 uint64
 QueueWaitPrepare(int32 qno)
 {
@@ -244,19 +278,21 @@ QueueWaitPrepare(int32 qno)
 	return pg_atomic_read_u64(&w->gen);
 }
 
-void
+bool
 QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms)
 {
 	QueueWaitSlot *w = wait_slot(qno);
 
-	if (pg_atomic_read_u64(&w->gen) == gen)
-		(void) ConditionVariableTimedSleep(&w->cv, timeout_ms, PG_WAIT_EXTENSION);
+	if (pg_atomic_read_u64(&w->gen) != gen)
+		return false;
+	return ConditionVariableTimedSleep(&w->cv, timeout_ms, PG_WAIT_EXTENSION);
 }
 
 void
 QueueWaitDone(void)
 {
 	ConditionVariableCancelSleep();
+	QueueWaitAtEnd();
 }
 
 /* ---------------------------------------------------------------- workers */

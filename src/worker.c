@@ -72,6 +72,14 @@
  */
 #define NOTIFY_INTERVAL_MS		2
 
+/*
+ * A due time of a queue that claims are waiting on is theirs for this many
+ * ms: they wake for it and promote the job in the transaction that takes
+ * it.  A pass of ours at the same moment would only compete with them for
+ * the CPU and the WAL flush, making the job later.
+ */
+#define WAITERS_GRACE_MS		10
+
 PGDLLEXPORT void queue_launcher_main(Datum arg);
 PGDLLEXPORT void queue_db_worker_main(Datum arg);
 
@@ -558,6 +566,12 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		/* gen is read before the tick takes its snapshot */
 		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
 			(orphans && due != DT_NOEND);
+		if (due_now && !orphans && due != 0 &&
+			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) && QueueWaitersPresent(qnos[i]))
+		{
+			due += WAITERS_GRACE_MS * INT64CONST(1000);
+			due_now = false;
+		}
 		if (!due_now && !cleanup)
 		{
 			if (due != DT_NOEND && (*next == 0 || due < *next))
@@ -602,7 +616,13 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 						queue_next = DatumGetTimestampTz(d);
 				}
 				QueueAsRoleEnd(&as);
-				QueueDueSet(qnos[i], queue_next, due_gen);
+				/*
+				 * Claims waiting on the queue sleep until its due time, or
+				 * to their deadline while it is past: a new one is theirs
+				 * to wake for (see queue_claim).
+				 */
+				if (QueueDueSet(qnos[i], queue_next, due_gen))
+					QueueSignalWaiters(qnos[i]);
 			}
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(outer);

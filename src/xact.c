@@ -41,6 +41,9 @@ typedef struct PendingQueue
 	bool		forget;			/* drop the shared state at commit */
 	TimestampTz scheduled_at;	/* earliest job or lease due, or 0 */
 	bool		jobs_due;		/* a job (not a lease) falls due then */
+	bool		next_due_known; /* a promotion found the next due time */
+	TimestampTz next_due;
+	uint64		next_due_gen;
 	bool		recount;		/* counts changed wholesale: recount */
 	bool		zero_counts;	/* a new, empty queue: counts are zero */
 	uint64		zero_gen;
@@ -174,6 +177,25 @@ note_due(int32 qno, TimestampTz at, bool job)
 	p->jobs_due |= job;
 }
 
+/*
+ * This transaction promoted due jobs and found when the queue falls due
+ * next, in a snapshot taken after gen was read (QueueDueGet).  Stored at
+ * commit, so that waiting claims wake for the next job on their own rather
+ * than after the worker has looked it up.
+ */
+void
+QueueXactNextDue(int32 qno, TimestampTz due, uint64 gen)
+{
+	PendingQueue *p;
+
+	if (!QueueShmemActive())
+		return;
+	p = pending_entry(qno);
+	p->next_due_known = true;
+	p->next_due = due;
+	p->next_due_gen = gen;
+}
+
 void
 QueueXactScheduled(int32 qno, TimestampTz run_at)
 {
@@ -300,6 +322,9 @@ apply_commit(PendingQueue *p)
 	}
 	else if (p->made_ready)
 	{
+		/* before the waiters we wake read it */
+		if (p->next_due_known)
+			(void) QueueDueSet(p->qno, p->next_due, p->next_due_gen);
 		QueueCursorLower(p->qno, p->ready_prio, p->ready_rank);
 		QueueSignalReady(p->qno);
 	}
@@ -330,7 +355,11 @@ queue_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
 		event == XACT_EVENT_PREPARE)
+	{
 		register_db = InvalidOid;
+		/* a claim(wait =>) that failed */
+		QueueWaitAtEnd();
+	}
 
 	if (pending == NIL)
 		return;
@@ -380,6 +409,8 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			nest = GetCurrentTransactionNestLevel();
 	ListCell   *lc;
 
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		QueueWaitAtEnd();
 	if (pending == NIL)
 		return;
 

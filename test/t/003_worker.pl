@@ -487,29 +487,43 @@ is(scalar($waiter->query('COMMIT')), '', 'wait in BEGIN: commit');
 
 # A waiting claim wakes when a scheduled job falls due and promotes it
 # itself, without waiting for the worker: here the worker is held up on
-# the queue's config row, which its upkeep locks.
+# another queue's config row, which its upkeep locks.  The promotion also
+# learns when the next job falls due, so the next claim wakes for that one
+# too, still without the worker.
+$app->query(q{SELECT queue.create('wb')});
 my $blocker = QueueTestSession->new($node, 'app', 'blocker');
-$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'w' FOR UPDATE});
+$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'wb' FOR UPDATE});
+$app->query(q{SELECT queue.enqueue('wb', '{}', run_at => now() + interval '0.2 s')});
+my $worker_wait_sql = q{SELECT wait_event_type FROM pg_stat_activity
+	WHERE backend_type = 'queue worker' AND datname = 'app'};
+ok(defined poll_for($mon, $worker_wait_sql, 'Lock', 5),
+	'wait for a scheduled job: the worker is held up on another queue');
 $waiter->send(q{SELECT payload FROM queue.claim('w', 1, wait => '6 s')});
 $took = poll_for($mon, qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}},
 	'Extension', 3);
 ok(defined $took, 'wait for a scheduled job: the claim is waiting');
 $t0 = time;
 my $due_id = $app->query(q{SELECT queue.enqueue('w', '{"w": 3}', run_at => now() + interval '1.5 s')});
+my $due_id2 = $app->query(q{SELECT queue.enqueue('w', '{"w": 4}', run_at => now() + interval '3 s')});
 ($wout, $werr, $wdone) = $waiter->wait(8);
 is($wout, '{"w": 3}', 'wait for a scheduled job: the claim returns it');
-ok(defined $wdone && $wdone - $t0 >= 1.4 && $wdone - $t0 < 3,
+ok(defined $wdone && $wdone - $t0 >= 1.4 && $wdone - $t0 < 2.5,
 	'wait for a scheduled job: at its due time, not at the end of the wait');
-is( $mon->query(
-		q{SELECT wait_event_type FROM pg_stat_activity
-		   WHERE backend_type = 'queue worker' AND datname = 'app'}),
-	'Lock',
-	'wait for a scheduled job: meanwhile the worker waited for the config row');
 note sprintf('a waiting claim took a job scheduled 1.5 s ahead %.1f ms after its due time',
 	(($wdone // 0) - $t0 - 1.5) * 1000);
+$waiter->send(q{SELECT payload FROM queue.claim('w', 1, wait => '6 s')});
+($wout, $werr, $wdone) = $waiter->wait(8);
+is($wout, '{"w": 4}', 'wait for the next scheduled job: the claim returns it');
+ok(defined $wdone && $wdone - $t0 >= 2.9 && $wdone - $t0 < 4,
+	'wait for the next scheduled job: at its due time, which the first promotion found');
+is($mon->query($worker_wait_sql), 'Lock',
+	'wait for a scheduled job: meanwhile the worker was still held up');
+note sprintf('the next claim took a job scheduled 3 s ahead %.1f ms after its due time',
+	(($wdone // 0) - $t0 - 3) * 1000);
 $blocker->query('ROLLBACK');
 $blocker->close;
-$app->query(qq{SELECT queue.complete($due_id)});
+$app->query(qq{SELECT queue.complete(ARRAY[$due_id, $due_id2])});
+$app->query(q{SELECT queue.drop('wb')});
 
 # empty queue: returns nothing after the wait
 ($wout, $werr) = $waiter->query(
