@@ -54,6 +54,14 @@
 
 #define RECENT_SECONDS		60
 #define PROMOTE_INTERVAL_MS	50
+
+/*
+ * How many of the latest due times noted (QueueDueLower) a queue keeps, so
+ * that a due time computed meanwhile can take them in rather than be
+ * thrown away: every leased claim notes its lease, so with several
+ * consumers a promotion's next due time would otherwise rarely survive.
+ */
+#define DUE_NOTED			16
 #define SKIP_RECHECK_MS		1000
 
 typedef struct QueueSharedKey
@@ -81,6 +89,7 @@ typedef struct QueueShared
 	bool		notify_pending;
 	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
 	uint64		due_gen;
+	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
 	bool		counts_valid;
 	uint64		counts_gen;
 	int64		counts[QS_NSTATES];
@@ -176,6 +185,7 @@ queue_shared_acquire(int32 qno)
 		entry->notify_pending = false;
 		entry->next_due = 0;
 		entry->due_gen = 0;
+		memset(entry->due_noted, 0, sizeof(entry->due_noted));
 		entry->counts_valid = false;
 		entry->counts_gen = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
@@ -497,8 +507,10 @@ QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
 /*
  * When queue qno next needs upkeep (a scheduled job or a lease falls due).
  * Returns false if unknown.  gen is for QueueDueSet, as with the cursor:
- * QueueDueSet stores a due time only if nothing lowered it since gen was
- * read, and says whether that changed it.
+ * QueueDueSet stores a due time computed from a snapshot taken after gen
+ * was read, brought forward to what was noted since (QueueDueLower), and
+ * says whether that changed it.  It stores nothing if it cannot tell what
+ * was noted since: an unknown due time, or more than DUE_NOTED of them.
  */
 bool
 QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
@@ -527,10 +539,20 @@ QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
 	if (e == NULL)
 		return false;
 	SpinLockAcquire(&e->mutex);
-	if (e->due_gen == gen && e->next_due != due)
+	if (e->due_gen - gen <= DUE_NOTED)
 	{
-		e->next_due = due;
-		changed = true;
+		/* what was noted since gen was read: ours may have missed it */
+		for (uint64 g = gen + 1; g <= e->due_gen && due != 0; g++)
+		{
+			TimestampTz at = e->due_noted[g % DUE_NOTED];
+
+			due = at == 0 ? 0 : Min(due, at);
+		}
+		if (due != 0 && e->next_due != due)
+		{
+			e->next_due = due;
+			changed = true;
+		}
 	}
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
@@ -554,6 +576,7 @@ QueueDueLower(int32 qno, TimestampTz at)
 	if (lowered)
 		e->next_due = at;
 	e->due_gen++;
+	e->due_noted[e->due_gen % DUE_NOTED] = at;
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 	return lowered && at != 0;
