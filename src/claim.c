@@ -211,10 +211,11 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	Datum	   *slots = NULL;
 	int			first = span->count;
 
-	if (QueuePromoteDue(q->qno, now_ts))
-		promote_due(q, now_ts);
-
-	/* With max_running, every job we take needs a free slot first. */
+	/*
+	 * With max_running, every job we take needs a free slot first.  Without
+	 * one we promote nothing either: a waiting claim would keep the jobs it
+	 * promoted locked, and out of everyone else's sight, while it sleeps.
+	 */
 	if (q->max_running > 0)
 	{
 		max_jobs = QueueSlotsTake(q, max_jobs, &slots);
@@ -222,6 +223,9 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 			return;
 		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
 	}
+
+	if (QueuePromoteDue(q->qno, now_ts))
+		promote_due(q, now_ts);
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
 	QueueOwnerPublish();

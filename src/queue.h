@@ -225,7 +225,7 @@ extern void QueueSignalWaiters(int32 qno);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
 extern void QueueWaitBegin(int32 qno);
-extern void QueueWaitAtEnd(void);
+extern void QueueWaitAtEnd(int nest);
 extern bool QueueWaitersPresent(int32 qno);
 extern uint64 QueueWaitPrepare(int32 qno);
 extern bool QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms);

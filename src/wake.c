@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "common/hashfn.h"
@@ -233,6 +234,7 @@ QueueSignalClaimerExit(void)
 
 /* The slot this backend counts itself a waiter of, between begin and done. */
 static QueueWaitSlot *my_wait = NULL;
+static int	my_wait_nest;		/* the (sub)transaction the claim runs in */
 
 /*
  * claim(wait =>) support.  A claim that may wait counts itself a waiter
@@ -250,13 +252,20 @@ QueueWaitBegin(int32 qno)
 	if (wake == NULL || my_wait != NULL)
 		return;
 	my_wait = wait_slot(qno);
+	my_wait_nest = GetCurrentTransactionNestLevel();
 	pg_atomic_fetch_add_u32(&my_wait->waiters, 1);
 }
 
+/*
+ * The (sub)transaction at nesting level nest ends, 0 for the top level:
+ * a claim still counted as waiting in it failed.  A subtransaction that
+ * the claim itself started and ended (a trigger's exception block) is not
+ * the claim's end.
+ */
 void
-QueueWaitAtEnd(void)
+QueueWaitAtEnd(int nest)
 {
-	if (my_wait == NULL)
+	if (my_wait == NULL || (nest > 0 && nest > my_wait_nest))
 		return;
 	pg_atomic_fetch_sub_u32(&my_wait->waiters, 1);
 	my_wait = NULL;
@@ -292,7 +301,7 @@ void
 QueueWaitDone(void)
 {
 	ConditionVariableCancelSleep();
-	QueueWaitAtEnd();
+	QueueWaitAtEnd(0);
 }
 
 /* ---------------------------------------------------------------- workers */

@@ -358,7 +358,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	{
 		register_db = InvalidOid;
 		/* a claim(wait =>) that failed */
-		QueueWaitAtEnd();
+		QueueWaitAtEnd(0);
 	}
 
 	if (pending == NIL)
@@ -410,7 +410,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	ListCell   *lc;
 
 	if (event == SUBXACT_EVENT_ABORT_SUB)
-		QueueWaitAtEnd();
+		QueueWaitAtEnd(nest);
 	if (pending == NIL)
 		return;
 

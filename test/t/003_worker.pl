@@ -536,6 +536,40 @@ ok($welapsed >= 0.3, 'wait on an empty queue: returns after at least 300 ms');
 ok($welapsed < 1.5, 'wait on an empty queue: and not much later');
 note sprintf('claim(wait => 300 ms) on an empty queue took %.1f ms', $welapsed * 1000);
 
+# With max_running full, a waiting claim leaves a due job alone: promoting
+# it would keep it locked, and out of everyone else's sight, for as long as
+# the claim waits.  The worker is held up again, so that the claim alone
+# wakes at the due time; it must not have locked the job.  Once the
+# worker is free it promotes the job, and the claim takes it when the
+# running job finishes.
+$app->query(q{SELECT queue.create('wm', max_running => 1)});
+$app->query(q{SELECT queue.enqueue('wm', '{"m": 1}')});
+my $m1 = $app->query(q{SELECT id FROM queue.claim('wm', 1)});
+sleep(1.5);    # a worker pass: the queue's due time is known from then on
+$app->query(q{SELECT queue.create('wb2')});
+$blocker = QueueTestSession->new($node, 'app', 'blocker');
+$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'wb2' FOR UPDATE});
+$app->query(q{SELECT queue.enqueue('wb2', '{}', run_at => now() + interval '0.2 s')});
+ok(defined poll_for($mon, $worker_wait_sql, 'Lock', 5), 'max_running full: the worker is held up');
+my $m2 = $app->query(q{SELECT queue.enqueue('wm', '{"m": 2}', run_at => now() + interval '0.3 s')});
+$waiter->send(q{SELECT payload FROM queue.claim('wm', 1, wait => '6 s')});
+sleep(1);
+my $probe = QueueTestSession->new($node, 'app', 'probe');
+my (undef, $lock_err) = $probe->query(
+	qq{BEGIN; SELECT 1 FROM queue.q_wm WHERE id = $m2 FOR UPDATE NOWAIT; ROLLBACK});
+is($lock_err, '', 'max_running full: the waiting claim did not lock the due job');
+is($mon->query(qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}}),
+	'Extension', 'max_running full: the claim is still waiting');
+$blocker->query('ROLLBACK');
+$blocker->close;
+ok(defined poll_for($app, qq{SELECT state FROM queue.jobs WHERE id = $m2}, 'ready', 3),
+	'max_running full: the worker made the due job ready');
+$app->query(qq{SELECT queue.complete($m1)});
+($wout, $werr) = $waiter->wait(6);
+is($wout, '{"m": 2}', 'max_running full: the waiting claim takes the job once a slot is free');
+$probe->close;
+$app->query(q{SELECT queue.drop('wm'); SELECT queue.drop('wb2')});
+
 # statement_timeout cancels the wait
 $waiter->query(q{SET statement_timeout = '200ms'});
 $t0 = time;
