@@ -41,8 +41,7 @@ typedef struct PendingQueue
 	bool		forget;			/* drop the shared state at commit */
 	TimestampTz scheduled_at;	/* earliest job or lease due, or 0 */
 	bool		jobs_due;		/* a job (not a lease) falls due then */
-	bool		next_due_known; /* a promotion found the next due time */
-	TimestampTz next_due;
+	TimestampTz next_due;		/* a promotion found the next due time, or 0 */
 	uint64		next_due_gen;
 	bool		recount;		/* counts changed wholesale: recount */
 	bool		zero_counts;	/* a new, empty queue: counts are zero */
@@ -191,7 +190,6 @@ QueueXactNextDue(int32 qno, TimestampTz due, uint64 gen)
 	if (!QueueShmemActive())
 		return;
 	p = pending_entry(qno);
-	p->next_due_known = true;
 	p->next_due = due;
 	p->next_due_gen = gen;
 }
@@ -323,7 +321,7 @@ apply_commit(PendingQueue *p)
 	else if (p->made_ready)
 	{
 		/* before the waiters we wake read it */
-		if (p->next_due_known)
+		if (p->next_due != 0)
 			(void) QueueDueSet(p->qno, p->next_due, p->next_due_gen);
 		QueueCursorLower(p->qno, p->ready_prio, p->ready_rank);
 		QueueSignalReady(p->qno);

@@ -490,10 +490,27 @@ is(scalar($waiter->query('COMMIT')), '', 'wait in BEGIN: commit');
 # another queue's config row, which its upkeep locks.  The promotion also
 # learns when the next job falls due, so the next claim wakes for that one
 # too, still without the worker.
-$app->query(q{SELECT queue.create('wb')});
-my $blocker = QueueTestSession->new($node, 'app', 'blocker');
-$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'wb' FOR UPDATE});
-$app->query(q{SELECT queue.enqueue('wb', '{}', run_at => now() + interval '0.2 s')});
+# The worker is held up on queue $name's config row: its upkeep of a job
+# due there waits for the lock, and it does nothing else meanwhile.
+sub hold_worker
+{
+	my ($name) = @_;
+	$app->query(qq{SELECT queue.create('$name')});
+	my $blocker = QueueTestSession->new($node, 'app', 'blocker');
+	$blocker->query(qq{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = '$name' FOR UPDATE});
+	$app->query(qq{SELECT queue.enqueue('$name', '{}', run_at => now() + interval '0.2 s')});
+	return $blocker;
+}
+
+sub release_worker
+{
+	my ($blocker, $name) = @_;
+	$blocker->query('ROLLBACK');
+	$blocker->close;
+	$app->query(qq{SELECT queue.drop('$name')});
+}
+
+my $blocker = hold_worker('wb');
 my $worker_wait_sql = q{SELECT wait_event_type FROM pg_stat_activity
 	WHERE backend_type = 'queue worker' AND datname = 'app'};
 ok(defined poll_for($mon, $worker_wait_sql, 'Lock', 5),
@@ -520,10 +537,8 @@ is($mon->query($worker_wait_sql), 'Lock',
 	'wait for a scheduled job: meanwhile the worker was still held up');
 note sprintf('the next claim took a job scheduled 3 s ahead %.1f ms after its due time',
 	(($wdone // 0) - $t0 - 3) * 1000);
-$blocker->query('ROLLBACK');
-$blocker->close;
+release_worker($blocker, 'wb');
 $app->query(qq{SELECT queue.complete(ARRAY[$due_id, $due_id2])});
-$app->query(q{SELECT queue.drop('wb')});
 
 # empty queue: returns nothing after the wait
 ($wout, $werr) = $waiter->query(
@@ -546,10 +561,7 @@ $app->query(q{SELECT queue.create('wm', max_running => 1)});
 $app->query(q{SELECT queue.enqueue('wm', '{"m": 1}')});
 my $m1 = $app->query(q{SELECT id FROM queue.claim('wm', 1)});
 sleep(1.5);    # a worker pass: the queue's due time is known from then on
-$app->query(q{SELECT queue.create('wb2')});
-$blocker = QueueTestSession->new($node, 'app', 'blocker');
-$blocker->query(q{BEGIN; SELECT 1 FROM queue.queue_config WHERE name = 'wb2' FOR UPDATE});
-$app->query(q{SELECT queue.enqueue('wb2', '{}', run_at => now() + interval '0.2 s')});
+$blocker = hold_worker('wb2');
 ok(defined poll_for($mon, $worker_wait_sql, 'Lock', 5), 'max_running full: the worker is held up');
 my $m2 = $app->query(q{SELECT queue.enqueue('wm', '{"m": 2}', run_at => now() + interval '0.3 s')});
 $waiter->send(q{SELECT payload FROM queue.claim('wm', 1, wait => '6 s')});
@@ -560,15 +572,14 @@ my (undef, $lock_err) = $probe->query(
 is($lock_err, '', 'max_running full: the waiting claim did not lock the due job');
 is($mon->query(qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}}),
 	'Extension', 'max_running full: the claim is still waiting');
-$blocker->query('ROLLBACK');
-$blocker->close;
+release_worker($blocker, 'wb2');
 ok(defined poll_for($app, qq{SELECT state FROM queue.jobs WHERE id = $m2}, 'ready', 3),
 	'max_running full: the worker made the due job ready');
 $app->query(qq{SELECT queue.complete($m1)});
 ($wout, $werr) = $waiter->wait(6);
 is($wout, '{"m": 2}', 'max_running full: the waiting claim takes the job once a slot is free');
 $probe->close;
-$app->query(q{SELECT queue.drop('wm'); SELECT queue.drop('wb2')});
+$app->query(q{SELECT queue.drop('wm')});
 
 # statement_timeout cancels the wait
 $waiter->query(q{SET statement_timeout = '200ms'});
