@@ -288,11 +288,20 @@ SELECT id = :w6 AS sixth, attempt, lease_until > now() AS leased FROM queue.clai
 BEGIN;
 SELECT id = :w4 AS fourth, attempt, lease_until > now() AS leased FROM queue.claim('clm_ways');
 COMMIT;
+-- autocommit, more than one job asked for: one lease for the batch, and
+-- the rows stay as they are (src/lease.c)
 SELECT id = :w5 AS fifth, attempt FROM queue.claim('clm_ways', 5);
 SELECT payload->>'n' AS n, state, attempt, lease_until > claimed_at AS leased,
        owner_pid = pg_backend_pid() AS mine, history IS NULL AS no_history
 FROM queue.q_clm_ways ORDER BY id;
+SELECT ids = ARRAY[:w5]::bigint[] AS fifth, lease_until > claimed_at AS leased,
+       owner_pid = pg_backend_pid() AS mine
+FROM queue.l_clm_ways;
+SELECT payload->>'n' AS n, state, attempt, lease_until > claimed_at AS leased
+FROM queue.jobs WHERE queue = 'clm_ways' ORDER BY id;
 SELECT queue.complete(ARRAY[:w4, :w5, :w6]::bigint[]);
+-- the lease went with its last job
+SELECT count(*) FROM queue.l_clm_ways;
 -- a ready index changed by hand: claims go through the executor
 DROP INDEX queue."q_clm_ways$ready";
 CREATE INDEX "q_clm_ways$ready" ON queue.q_clm_ways (rank) WHERE state = 'ready';

@@ -109,6 +109,21 @@ BEGIN
 END
 $$;
 
+/*
+ * Batch leases (src/lease.c): a claim of several jobs in a transaction of
+ * its own leaves their rows 'ready' and as they are, and records one row
+ * here naming them all.  A job is running under such a lease while its row
+ * is 'ready' and a lease row lists it.
+ */
+CREATE TABLE queue._lease (
+    lease       bigint NOT NULL,
+    lease_until timestamptz NOT NULL,
+    claimed_at  timestamptz NOT NULL,
+    owner_start timestamptz,
+    owner_pid   int,
+    ids         bigint[] NOT NULL
+);
+
 -- max_running: one row per allowed running job; job is who holds it
 CREATE TABLE queue._slot (
     slot int NOT NULL,
@@ -154,6 +169,26 @@ LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION queue._owner_alive(pid int, started timestamptz)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_owner_alive'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._leased(id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_leased'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._hold_leases(qno int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_hold_leases'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._share_leases(qno int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_share_leases'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._lease_dropped(qno int, lease bigint, ids bigint[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_lease_dropped'
 LANGUAGE C VOLATILE STRICT;
 
 CREATE FUNCTION queue._write_back()
@@ -422,6 +457,32 @@ $$;
 /* ---------------------------------------------------------------- queues */
 
 /*
+ * Write every job under a batch lease of queue r as the running row a
+ * claim of its own would have left, and end the leases (src/lease.c).
+ * No batch lease of the queue starts until this transaction ends.
+ */
+CREATE FUNCTION queue._settle_leases(r queue.queue_config)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    l record;
+BEGIN
+    PERFORM queue._hold_leases(r.qno);
+    FOR l IN EXECUTE format('DELETE FROM queue.%I RETURNING lease, ids, claimed_at, lease_until, owner_pid, owner_start',
+                            'l_' || r.name) LOOP
+        EXECUTE format($q$
+            UPDATE queue.%I SET state = 'running', attempt = attempt + 1, claimed_at = $2, lease_until = $3,
+                   owner_pid = $4, owner_start = $5
+             WHERE id = ANY ($1) AND state = 'ready'$q$, 'q_' || r.name)
+        USING l.ids, l.claimed_at, l.lease_until, l.owner_pid, l.owner_start;
+        PERFORM queue._lease_dropped(r.qno, l.lease, l.ids);
+    END LOOP;
+END
+$$;
+
+/*
  * A new max_running: slots 1..n, with the jobs running now holding slots
  * (those beyond n get slots above n, and move into slots freed within
  * the limit: see QueueSlotsFree).
@@ -518,6 +579,10 @@ BEGIN
                    's_' || queue, 's_' || queue || '$pkey');
     EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '$job', 's_' || queue);
     PERFORM queue._rebuild_slots(queue, max_running);
+    EXECUTE format('CREATE TABLE queue.%I (CONSTRAINT %I PRIMARY KEY (lease)) INHERITS (queue._lease)'
+                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)',
+                   'l_' || queue, 'l_' || queue || '$pkey');
+    EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until)', 'l_' || queue || '$until', 'l_' || queue);
     -- Partitioned: what users add to it (indexes on payload fields,
     -- columns, triggers) applies to every segment.  Rows inserted without
     -- a segment go to the current one.
@@ -576,6 +641,8 @@ BEGIN
            group_retry = r.group_retry
      WHERE c.qno = r.qno;
     IF max_running IS NOT NULL THEN
+        -- jobs under batch leases hold slots too: as running rows
+        PERFORM queue._settle_leases(r);
         PERFORM queue._rebuild_slots(queue, r.max_running);
     END IF;
     PERFORM queue._invalidate();
@@ -601,14 +668,15 @@ BEGIN
     END IF;
     -- (while the queue still exists: its shared state goes at commit)
     PERFORM queue._reset_cursor(r.qno, true);
-    EXECUTE format('DROP TABLE queue.%I, queue.%I, queue.%I', 'q_' || queue, 'a_' || queue, 's_' || queue);
+    EXECUTE format('DROP TABLE queue.%I, queue.%I, queue.%I, queue.%I',
+                   'q_' || queue, 'a_' || queue, 's_' || queue, 'l_' || queue);
     DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
     PERFORM queue._invalidate();
 END
 $$;
 
 /*
- * Hand a queue's tables (its jobs, slots and archive, with the sequence
+ * Hand a queue's tables (its jobs, slots, leases and archive, with the sequence
  * and every archive segment) to another role.  Upkeep runs as the owner
  * of the queue's tables, so the worker then works with that role's rights
  * instead of a superuser's; the role needs nothing more.
@@ -628,6 +696,7 @@ BEGIN
     END IF;
     EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 'q_' || r.name, owner);
     EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 's_' || r.name, owner);
+    EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 'l_' || r.name, owner);
     EXECUTE format('ALTER TABLE queue.%I OWNER TO %s', 'a_' || r.name, owner);
     FOR k IN 0 .. queue._archive_segments() - 1 LOOP
         EXECUTE format('ALTER TABLE %s OWNER TO %s', queue._archive_segment(r.name, k), owner);
@@ -672,12 +741,17 @@ SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
 CREATE VIEW queue.jobs AS
 SELECT c.name AS queue,
        j.id,
-       j.state::text AS state,
-       j.payload, j.priority, j.run_at, j.attempt, c.max_attempts,
-       j.group_key, j.dedup_key, j.enqueued_at, j.claimed_at, j.lease_until,
+       CASE WHEN l.id IS NULL THEN j.state::text ELSE 'running' END AS state,
+       j.payload, j.priority, j.run_at, j.attempt + (l.id IS NOT NULL)::int AS attempt, c.max_attempts,
+       j.group_key, j.dedup_key, j.enqueued_at,
+       CASE WHEN l.id IS NULL THEN j.claimed_at ELSE l.claimed_at END AS claimed_at,
+       CASE WHEN l.id IS NULL THEN j.lease_until ELSE l.lease_until END AS lease_until,
        j.last_error
   FROM queue._job j
   JOIN queue.queue_config c ON c.qno = j.id % 1000000
+  -- jobs under a batch lease: ready rows a lease lists (src/lease.c)
+  LEFT JOIN (SELECT unnest(b.ids) AS id, b.claimed_at, b.lease_until FROM queue._lease b) l
+         ON l.id = j.id AND j.state = 'ready'
 UNION ALL
 -- jobs the current transaction claimed: running, to it (src/held.c)
 SELECT c.name, h.id, 'running', h.payload, h.priority, h.run_at, h.attempt,
@@ -746,6 +820,7 @@ AS $$
 DECLARE
     r      queue.queue_config := queue._queue_of(id);
     job    record;
+    leased_at timestamptz;
     fin    timestamptz;
     fstate text;
     cur    text;
@@ -755,6 +830,16 @@ BEGIN
     EXECUTE format('SELECT enqueued_at, claimed_at, attempt, history, state::text AS state, last_error'
                    '  FROM queue.%I WHERE id = $1', 'q_' || r.name)
        INTO job USING id;
+    -- under a batch lease, the job's claim is the lease's (src/lease.c)
+    IF job.state = 'ready' THEN
+        EXECUTE format('SELECT claimed_at FROM queue.%I WHERE $1 = ANY (ids)', 'l_' || r.name)
+           INTO leased_at USING id;
+        IF leased_at IS NOT NULL THEN
+            job.claimed_at := leased_at;
+            job.attempt := job.attempt + 1;
+            job.state := 'running';
+        END IF;
+    END IF;
     IF job IS NULL THEN
         EXECUTE format('SELECT enqueued_at, claimed_at, attempt, history, state, last_error, finished_at'
                        '  FROM queue.%I WHERE id = $1', 'a_' || r.name)
@@ -816,6 +901,10 @@ BEGIN
                   HINT = 'To hold a job back indefinitely, pause its queue or cancel the job.';
     END IF;
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    -- (under a batch lease it is running; the row lock keeps it so)
+    IF st = 'ready' AND queue._leased(id) THEN
+        st := 'running';
+    END IF;
     IF st IS NULL OR st NOT IN ('ready', 'scheduled', 'waiting') THEN
         RAISE EXCEPTION 'job % cannot be rescheduled', id
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -855,6 +944,10 @@ BEGIN
     PERFORM queue._reset_cursor(r.qno);
     PERFORM queue._recount(r.qno);
     EXECUTE format('SELECT state FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name) INTO st USING id;
+    -- (under a batch lease it is running; the row lock keeps it so)
+    IF st = 'ready' AND queue._leased(id) THEN
+        st := 'running';
+    END IF;
     IF st IS NULL OR st = 'running' THEN
         RAISE EXCEPTION 'job % cannot be cancelled', id
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -896,6 +989,10 @@ BEGIN
     PERFORM queue._recount(r.qno);
     EXECUTE format('SELECT state, group_key FROM queue.%I WHERE id = $1 FOR UPDATE', 'q_' || r.name)
        INTO st, g USING id;
+    -- (under a batch lease it is running; the row lock keeps it so)
+    IF st = 'ready' AND queue._leased(id) THEN
+        st := 'running';
+    END IF;
     IF st IS DISTINCT FROM 'dead' THEN
         RAISE EXCEPTION 'job % is not dead', id
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -946,9 +1043,12 @@ BEGIN
     -- Registered first: it must also happen if we abort holding row locks.
     PERFORM queue._reset_cursor(r.qno);
     PERFORM queue._recount(r.qno);
-    -- Running jobs belong to their consumers: they are not purged.
+    -- Running jobs belong to their consumers: they are not purged, nor
+    -- ready ones under batch leases, which none may take meanwhile.
+    PERFORM queue._hold_leases(r.qno);
     EXECUTE format($q$
         WITH d AS (DELETE FROM queue.%I WHERE state <> 'running' AND ($1 IS NULL OR payload @> $1)
+                                          AND NOT (state = 'ready' AND queue._leased(id))
                    RETURNING group_key)
         SELECT count(*), array_agg(DISTINCT group_key) FILTER (WHERE group_key IS NOT NULL) FROM d$q$,
         'q_' || r.name)
@@ -1095,9 +1195,53 @@ DECLARE
     dead_groups text[];
     expired_ids bigint[];
     n_dead bigint;
+    l record;
+    leases boolean;
+    n_lease bigint := 0;
+    n_lease_dead bigint := 0;
+    n bigint;
+    nd bigint;
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
+
+    -- Batch leases that ran out or whose claimer is gone (src/lease.c):
+    -- their jobs are ready rows, returned as running ones would be.  Not
+    -- while something holds the queue's leases still, and without waiting.
+    -- (A queue whose job table alone was given to another role by hand
+    -- has no batch leases its owner could end: claims need the same role's
+    -- rights on both tables to take them.)
+    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT, UPDATE, DELETE');
+    IF leases AND queue._share_leases(r.qno) THEN
+        FOR l IN EXECUTE format($q$
+            DELETE FROM queue.%1$I WHERE lease = ANY (ARRAY(
+                   SELECT lease FROM queue.%1$I
+                    WHERE lease_until < $2
+                       OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
+                    ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
+            RETURNING lease, ids, claimed_at, lease_until$q$, 'l_' || r.name) USING batch, t
+        LOOP
+            EXECUTE format($q$
+                WITH u AS (
+                UPDATE queue.%1$I j
+                   SET state = CASE WHEN j.attempt + 1 - j.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+                       attempt = j.attempt + 1,
+                       rank = nextval('queue.%2$I'),
+                       run_at = greatest(j.run_at, $3),
+                       claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
+                       last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                       history = coalesce(j.history, '[]') || jsonb_build_object(
+                           'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                           'at', $3, 'attempt', j.attempt + 1, 'claimed_at', $4)
+                 WHERE j.id = ANY ($1) AND j.state = 'ready'
+                 RETURNING j.state)
+                SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM u$q$, q, seq)
+            INTO n, nd USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until;
+            PERFORM queue._lease_dropped(r.qno, l.lease, l.ids);
+            n_lease := n_lease + n;
+            n_lease_dead := n_lease_dead + nd;
+        END LOOP;
+    END IF;
     EXECUTE format($q$
         WITH u AS (
         UPDATE queue.%1$I j
@@ -1124,9 +1268,10 @@ BEGIN
     IF expired > 0 THEN
         PERFORM queue._free_slots(r.qno, expired_ids);
     END IF;
-    PERFORM queue._count(r.qno, 'running', 'dead', n_dead);
-    PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead);
+    PERFORM queue._count(r.qno, 'running', 'dead', n_dead + n_lease_dead);
+    PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead + n_lease - n_lease_dead);
     PERFORM queue._advance_groups(r.qno, dead_groups);
+    expired := expired + n_lease;
 
     EXECUTE format($q$
         UPDATE queue.%1$I j
@@ -1149,6 +1294,11 @@ BEGIN
             (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
             (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
     INTO next_due;
+    IF leases THEN
+        EXECUTE format('SELECT least($1, (SELECT lease_until FROM queue.%I ORDER BY lease_until LIMIT 1))',
+                       'l_' || r.name)
+        INTO next_due USING next_due;
+    END IF;
 
     IF expired + promoted > 0 THEN
         PERFORM queue._reset_cursor(r.qno);

@@ -46,18 +46,26 @@ typedef struct ClaimSpan
 static void
 promote_due(QueueInfo *q, TimestampTz now_ts)
 {
-	Datum		arg = TimestampTzGetDatum(now_ts);
+	Datum		args[2];
+	char		nulls[2] = "  ";
 	bool		isnull;
 	HeapTuple	tup;
 	TupleDesc	desc;
 	int64		promoted;
 	TimestampTz known;
+	TimestampTz batch_due;
 	uint64		gen;
 	Datum		next;
 
 	/* gen must be read before the statement takes its snapshot */
 	(void) QueueDueGet(q->qno, &known, &gen);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), &arg, NULL, false, 1),
+	args[0] = TimestampTzGetDatum(now_ts);
+	/* batch leases run out too: the lease table is not the claimer's to read */
+	batch_due = QueueLeaseNextExpiry(q->qno);
+	args[1] = TimestampTzGetDatum(batch_due);
+	if (batch_due == 0)
+		nulls[1] = 'n';
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), args, nulls, false, 1),
 					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -142,7 +150,7 @@ check_may_claim(QueueInfo *q)
  * what it took into the result.
  */
 static void
-run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
+run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want, QueueLeaseClaim *lc,
 		  ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
 	bool		in_place = !IsTransactionBlock() || !may_hold(q);
@@ -150,7 +158,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want,
 	int			taken;
 
 	args[1] = Int32GetDatum(want);
-	taken = QueueTakeJobs(q, which, in_place, args, want, emit_job, &out);
+	taken = QueueTakeJobs(q, which, in_place, args, want, lc, emit_job, &out);
 	if (taken < 0)
 	{
 		/*
@@ -210,6 +218,7 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	uint64		gen = 0;
 	Datum	   *slots = NULL;
 	int			first = span->count;
+	QueueLeaseClaim lc;
 
 	/*
 	 * With max_running, every job we take needs a free slot first.  Without
@@ -264,16 +273,21 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	else
 		QueueXactClaimed(q->qno, PG_INT32_MAX, PG_INT64_MIN, false);
 
+	/* one lease for the whole batch, where it can be had (lease.c) */
+	QueueLeaseClaimBegin(&lc, q, max_jobs, now_ts,
+						 DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																 args[4], args[0])));
 	if (have_cursor)
 	{
 		args[5] = Int32GetDatum(cursor_prio);
 		args[6] = Int64GetDatum(cursor_rank);
-		run_claim(q, PLAN_CLAIM_AT, args, max_jobs, rsinfo, span);
+		run_claim(q, PLAN_CLAIM_AT, args, max_jobs, &lc, rsinfo, span);
 		if (span->count < max_jobs)
-			run_claim(q, PLAN_CLAIM_BELOW, args, max_jobs - span->count, rsinfo, span);
+			run_claim(q, PLAN_CLAIM_BELOW, args, max_jobs - span->count, &lc, rsinfo, span);
 	}
 	else
-		run_claim(q, PLAN_CLAIM_FRONT, args, max_jobs, rsinfo, span);
+		run_claim(q, PLAN_CLAIM_FRONT, args, max_jobs, &lc, rsinfo, span);
+	(void) QueueLeaseClaimEnd(&lc);
 
 	/*
 	 * Everything before our last job is gone, or held by other claims whose

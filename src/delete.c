@@ -4,7 +4,8 @@
  *	  Completing running jobs without the executor.
  *
  * A complete of jobs claimed by earlier transactions (the leased way of
- * consuming) deletes their rows.  Through SPI that is a DELETE ... WHERE
+ * consuming) deletes their rows.  A job under a batch lease (lease.c) is
+ * found where the claim left it, without the primary key.  Through SPI that is a DELETE ... WHERE
  * id = ANY ($1) RETURNING the row, with the executor's per-row work and a
  * copy of every row into SPI's result.  Here each id is looked up in the
  * primary key and its row deleted with the table AM, waiting for a
@@ -26,6 +27,7 @@
 #include "access/xact.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/timestamp.h"
 
 #include "direct.h"
 
@@ -55,6 +57,9 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 	TupleTableSlot *slot;
 	Datum	   *sorted;
 	int			done = 0;
+	bool		track = QueueLeaseTracking(q);
+	int64	   *ended = palloc(sizeof(int64) * n);
+	int			nended = 0;
 
 	*nretry = 0;
 	if (!QueueDirectScanBegin(&ds, q, CMD_DELETE, true, 1))
@@ -72,18 +77,46 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 		ScanKeyData key;
 		TM_FailureData tmfd;
 		TM_Result	result;
+		QueueLeased lease;
+		bool		leased;
+		bool		isnull;
+		int32		attempt;
 
 #define COL(c) (st->claim_attnums[c] - 1)
 		if (i > 0 && sorted[i] == sorted[i - 1])
 			continue;
-		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, sorted[i]);
-		index_rescan(ds.scan, &key, 1, NULL, 0);
-		if (!index_getnext_slot(ds.scan, ForwardScanDirection, slot))
-			continue;
+
+		/*
+		 * A job under a batch lease is a ready row whose place lease.c
+		 * knows; its attempt is the row's next.
+		 */
+		leased = track && QueueLeaseFind(q, DatumGetInt64(sorted[i]), &lease);
+		if (!leased || !ItemPointerIsValid(&lease.tid) ||
+			!table_tuple_fetch_row_version(ds.rel, &lease.tid, ds.snap, slot) ||
+			slot_getattr(slot, st->claim_attnums[CC_ID], &isnull) != sorted[i])
+		{
+			ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, sorted[i]);
+			index_rescan(ds.scan, &key, 1, NULL, 0);
+			if (!index_getnext_slot(ds.scan, ForwardScanDirection, slot))
+				continue;
+		}
 		slot_getallattrs(slot);
+		if (!leased && !slot->tts_isnull[COL(CC_STATE)] &&
+			slot->tts_values[COL(CC_STATE)] == st->states[QS_READY])
+		{
+			/*
+			 * A ready row our snapshot sees may have left a batch lease
+			 * since, as a running row (queue._settle_leases): the statement
+			 * looks again with a new snapshot.
+			 */
+			retry[(*nretry)++] = sorted[i];
+			continue;
+		}
 		if (slot->tts_isnull[COL(CC_STATE)] ||
-			slot->tts_values[COL(CC_STATE)] != st->states[QS_RUNNING] ||
-			(has_token && DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) != token))
+			slot->tts_values[COL(CC_STATE)] != st->states[leased ? QS_READY : QS_RUNNING])
+			continue;
+		attempt = DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) + (leased ? 1 : 0);
+		if (has_token && attempt != token)
 			continue;
 
 		result = table_tuple_delete(ds.rel, &slot->tts_tid, ds.cid, ds.snap, InvalidSnapshot,
@@ -108,10 +141,29 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			values[done][c] = nulls[done][c] ? (Datum) 0 :
 				datumCopy(slot->tts_values[COL(c)], att->attbyval, att->attlen);
 		}
+		if (leased)
+		{
+			values[done][HELD_ATTEMPT] = Int32GetDatum(attempt);
+			values[done][HELD_CLAIMED_AT] = TimestampTzGetDatum(lease.claimed_at);
+			values[done][HELD_LEASE_UNTIL] = TimestampTzGetDatum(lease.lease_until);
+			nulls[done][HELD_CLAIMED_AT] = nulls[done][HELD_LEASE_UNTIL] = false;
+			if (QueueLeaseDone(q->qno, lease.lease, sorted[i]))
+				ended[nended++] = lease.lease;
+		}
 		done++;
 #undef COL
 	}
 
 	QueueDirectScanEnd(&ds);
+
+	/* the lease rows whose last jobs these were */
+	for (int i = 0; i < nended; i++)
+	{
+		Datum		arg = Int64GetDatum(ended[i]);
+
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DELETE), &arg, NULL, false, 1),
+						SPI_OK_DELETE, -1, "end a lease", q->name);
+		QueueLeaseBatchGone(q->qno, ended[i]);
+	}
 	return done;
 }

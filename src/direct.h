@@ -68,6 +68,7 @@ struct QueueInsertState
 	Oid			pkey_index;		/* the unique btree on id (delete.c) */
 	AttrNumber	claim_attnums[CC_NCOLS];
 	TupleTableSlot *scan_slot;	/* the table's own slot type, for the scan */
+	TupleTableSlot *lock_slot;	/* ... and for rows a batch claim locks */
 };
 
 /*

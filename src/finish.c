@@ -163,6 +163,9 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 							  retry, &nretry);
 	if (done < 0)
 	{
+		/* the statement completes running rows: jobs of batch leases first become ones */
+		for (int i = 0; i < n; i++)
+			QueueLeaseMaterialize(q, DatumGetInt64(ids[i]));
 		done = 0;
 		memcpy(retry, ids, sizeof(Datum) * n);
 		nretry = n;
@@ -339,7 +342,10 @@ queue_fail(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = QueueLookupById(id, has_token);
 	if (q != NULL)
+	{
 		QueueHeldWriteBack(q, id);
+		QueueLeaseMaterialize(q, id);
+	}
 	attempt = q != NULL ? lock_running(q, id, PG_GETARG_DATUM(3), has_token) : -1;
 	if (attempt < 0)
 	{
@@ -429,6 +435,7 @@ queue_extend(PG_FUNCTION_ARGS)
 		char		nulls[3] = "   ";
 
 		QueueHeldWriteBack(q, id);
+		QueueLeaseMaterialize(q, id);
 		args[0] = Int64GetDatum(id);
 		args[1] = PG_GETARG_DATUM(2);
 		nulls[1] = has_token ? ' ' : 'n';
@@ -474,7 +481,10 @@ queue_release(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = QueueLookupById(id, has_token);
 	if (q != NULL)
+	{
 		QueueHeldWriteBack(q, id);
+		QueueLeaseMaterialize(q, id);
+	}
 	if (q == NULL || lock_running(q, id, PG_GETARG_DATUM(2), has_token) < 0)
 	{
 		if (!has_token)

@@ -250,12 +250,15 @@ build_state(QueueInsertState *st, Relation rel, Relation prel)
 			ExecDropSingleTupleTableSlot(st->slots[i]);
 	if (st->scan_slot)
 		ExecDropSingleTupleTableSlot(st->scan_slot);
+	if (st->lock_slot)
+		ExecDropSingleTupleTableSlot(st->lock_slot);
 	MemoryContextReset(st->cxt);
 	st->estate = NULL;
 	st->slot = NULL;
 	st->slots = NULL;
 	st->nslots = 0;
 	st->scan_slot = NULL;
+	st->lock_slot = NULL;
 	st->ready_index = InvalidOid;
 	st->pkey_index = InvalidOid;
 	old = MemoryContextSwitchTo(st->cxt);
@@ -307,8 +310,12 @@ build_state(QueueInsertState *st, Relation rel, Relation prel)
 	st->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(desc), &TTSOpsVirtual);
 	claims = !st->archive && claim_columns(st, rel);
 	if (claims)
+	{
 		st->scan_slot = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor,
 												 table_slot_callbacks(rel));
+		st->lock_slot = MakeSingleTupleTableSlot(st->slot->tts_tupleDescriptor,
+												 table_slot_callbacks(rel));
+	}
 	indexes = RelationGetIndexList(rel);
 	st->nindexes = list_length(indexes);
 	st->indexoids = palloc(sizeof(Oid) * Max(st->nindexes, 1));
@@ -463,6 +470,8 @@ QueueDirectScanEnd(QueueDirectScan *ds)
 	index_endscan(ds->scan);
 	index_close(ds->index, NoLock);
 	ExecClearTuple(ds->st->scan_slot);
+	if (ds->st->lock_slot)
+		ExecClearTuple(ds->st->lock_slot);
 	ExecClearTuple(ds->st->slot);
 	UnregisterSnapshot(ds->snap);
 	table_close(ds->rel, NoLock);

@@ -332,7 +332,9 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 	char		aname[NAMEDATALEN + 4];
 	char		sname[NAMEDATALEN + 8];
 	char		slname[NAMEDATALEN + 4];
+	char		lname[NAMEDATALEN + 4];
 	const char *t;
+	const char *l;
 	const char *a;
 	const char *s;
 	const char *sl;
@@ -343,9 +345,11 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 	snprintf(aname, sizeof(aname), "a_%s", q->name);
 	snprintf(sname, sizeof(sname), "q_%s$seq", q->name);
 	snprintf(slname, sizeof(slname), "s_%s", q->name);
+	snprintf(lname, sizeof(lname), "l_%s", q->name);
 	t = quote_qualified_identifier("queue", tname);
 	sl = quote_qualified_identifier("queue", slname);
 	a = quote_qualified_identifier("queue", aname);
+	l = quote_qualified_identifier("queue", lname);
 	s = quote_literal_cstr(quote_qualified_identifier("queue", sname));
 
 	initStringInfo(&buf);
@@ -387,25 +391,26 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 "(SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND id <> ALL (ARRAY(SELECT id FROM u)) ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
-							 " ORDER BY lease_until LIMIT 1)) END FROM u", t, s, t, t, t);
+							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
+							 t, s, t, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;
 			/* FALLTHROUGH */
 		case PLAN_CLAIM_FRONT:
-			claim_pick = "state = 'ready' ORDER BY priority DESC, rank";
+			claim_pick = "state = 'ready' AND NOT queue._leased(id) ORDER BY priority DESC, rank";
 			break;
 		case PLAN_LEASE_AT:
 			lease_in_place = true;
 			/* FALLTHROUGH */
 		case PLAN_CLAIM_AT:
-			claim_pick = "state = 'ready' AND priority = $6 AND rank >= $7 ORDER BY rank";
+			claim_pick = "state = 'ready' AND NOT queue._leased(id) AND priority = $6 AND rank >= $7 ORDER BY rank";
 			break;
 		case PLAN_LEASE_BELOW:
 			lease_in_place = true;
 			/* FALLTHROUGH */
 		case PLAN_CLAIM_BELOW:
-			claim_pick = "state = 'ready' AND priority < $6 ORDER BY priority DESC, rank";
+			claim_pick = "state = 'ready' AND NOT queue._leased(id) AND priority < $6 ORDER BY priority DESC, rank";
 			break;
 		case PLAN_COMPLETE_ARCHIVE:
 			appendStringInfo(&buf,
@@ -508,6 +513,25 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " AS u(id, payload, attempt, group_key, enqueued_at, lease_until, priority,"
 							 " rank, run_at, dedup_key, last_error, history, uncounted, claimed_at)", a);
 			break;
+		case PLAN_LEASE_INSERT:
+			appendStringInfo(&buf,
+							 "INSERT INTO %s (lease, lease_until, claimed_at, owner_pid, owner_start, ids)"
+							 " VALUES ($1, $2, $3, $4, $5, $6)", l);
+			break;
+		case PLAN_LEASE_DELETE:
+			appendStringInfo(&buf, "DELETE FROM %s WHERE lease = $1", l);
+			break;
+		case PLAN_LEASE_DETACH:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET ids = array_remove(ids, $2) WHERE lease = $1 AND $2 = ANY (ids)"
+							 " RETURNING claimed_at, lease_until, owner_pid, owner_start, cardinality(ids)", l);
+			break;
+		case PLAN_LEASE_RUNNING:
+			appendStringInfo(&buf,
+							 "UPDATE %s SET state = 'running', attempt = attempt + 1, claimed_at = $2,"
+							 " lease_until = $3, owner_pid = $4, owner_start = $5"
+							 " WHERE id = $1 AND state = 'ready'", t);
+			break;
 		case NUM_QUEUE_PLANS:
 			pg_unreachable();	/* QueueGetPlan() checked which */
 	}
@@ -516,13 +540,17 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 	 * Claimed jobs leave the table until commit (see held.c), unless the
 	 * claim is a transaction of its own: then they can only be written back
 	 * as running, so they are updated in place.  Both return the held.c
-	 * columns, HELD_ID to HELD_UNCOUNTED.
+	 * columns, HELD_ID to HELD_UNCOUNTED.  A ready row may be under a
+	 * batch lease (lease.c): the scan passes over such rows, and each row
+	 * is checked again once it is locked, when no claim can be leasing it
+	 * any more.
 	 */
 	if (lease_in_place)
 		appendStringInfo(&buf,
 						 "WITH u AS (UPDATE %s SET state = 'running', attempt = attempt + 1,"
 						 " lease_until = $5 + $1, claimed_at = $5, owner_pid = $3, owner_start = $4"
 						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
+						 " AND NOT queue._leased(id)"
 						 " RETURNING id, payload, attempt, group_key, enqueued_at, lease_until, priority,"
 						 " rank, run_at, dedup_key, last_error, history, uncounted)"
 						 " SELECT * FROM u ORDER BY priority DESC, rank", t, t, claim_pick);
@@ -530,7 +558,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		appendStringInfo(&buf,
 						 "WITH d AS (DELETE FROM %s"
 						 " WHERE id = ANY (ARRAY(SELECT id FROM %s WHERE %s LIMIT $2 FOR UPDATE SKIP LOCKED))"
-						 " RETURNING *)"
+						 " AND NOT queue._leased(id) RETURNING *)"
 						 " SELECT id, payload, attempt + 1, group_key, enqueued_at, $5 + $1, priority, rank,"
 						 " run_at, dedup_key, last_error, history, uncounted"
 						 " FROM d ORDER BY priority DESC, rank", t, t, claim_pick);
@@ -567,7 +595,8 @@ plan_args(QueuePlanId which, Oid *types)
 			break;
 		case PLAN_PROMOTE:
 			types[0] = TIMESTAMPTZOID;
-			return 1;
+			types[1] = TIMESTAMPTZOID;
+			return 2;
 		case PLAN_CLAIM_FRONT:
 		case PLAN_LEASE_FRONT:
 			src = claim, n = 5;
@@ -630,6 +659,29 @@ plan_args(QueuePlanId which, Oid *types)
 				TIMESTAMPTZARRAYOID, INT4OID, TIMESTAMPTZOID};
 
 				src = reinsert, n = lengthof(reinsert);
+			}
+			break;
+		case PLAN_LEASE_INSERT:
+			{
+				static const Oid lease_insert[] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
+				TIMESTAMPTZOID, INT8ARRAYOID};
+
+				src = lease_insert, n = lengthof(lease_insert);
+			}
+			break;
+		case PLAN_LEASE_DELETE:
+			types[0] = INT8OID;
+			return 1;
+		case PLAN_LEASE_DETACH:
+			types[0] = INT8OID;
+			types[1] = INT8OID;
+			return 2;
+		case PLAN_LEASE_RUNNING:
+			{
+				static const Oid lease_running[] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
+				TIMESTAMPTZOID};
+
+				src = lease_running, n = lengthof(lease_running);
 			}
 			break;
 		case PLAN_ARCHIVE_HELD:

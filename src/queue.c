@@ -57,6 +57,8 @@ _PG_init(void)
 	QueueXactInit();
 	QueueHeldInit();
 	QueueInsertInit();
+	/* after QueueXactInit: its callbacks must run after lease.c's */
+	QueueLeaseInit();
 
 	/* What sizes shared memory can only be set when it is made. */
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
@@ -70,6 +72,15 @@ _PG_init(void)
 							"Queues beyond this number still work, without the cursor.",
 							&queue_max_queues,
 							1024, 16, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queue.max_leased_jobs",
+							"Number of jobs that can be under batch leases at once.",
+							"A claim of several jobs in a transaction of its own takes one lease for all of them while there is room; "
+							"otherwise it marks each job running. 0 turns batch leases off.",
+							&queue_max_leased_jobs,
+							65536, 0, 100000000,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
@@ -213,8 +224,8 @@ QueueAsRoleEnd(QueueAsRole *as)
 }
 
 /* The owner of a relation of queue name. */
-static Oid
-rel_owner(Oid relid, const char *name)
+Oid
+QueueRelOwner(Oid relid, const char *name)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
@@ -252,7 +263,7 @@ config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types
 				 errmsg("permission denied for queue \"%s\"", q->name),
 				 errdetail("Turning the queue's archive ring needs ownership of its tables."),
 				 errhint("Only the worker, and queue.tick() run by the owner of the queue's tables, turn it.")));
-	QueueAsRoleBegin(&as, rel_owner(config, q->name));
+	QueueAsRoleBegin(&as, QueueRelOwner(config, q->name));
 	queue_spi_check(SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0),
 					expected, -1, "change the queue's configuration", q->name);
 	n = SPI_processed;
@@ -464,34 +475,52 @@ queue_table_stats(PG_FUNCTION_ARGS)
 	if (OidIsValid(relid))
 	{
 		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
+		const char *l = quote_qualified_identifier("queue", psprintf("l_%s", q->name));
 		StringInfoData sql;
 		QueueAsRole as;
 
 		initStringInfo(&sql);
 		appendStringInfoString(&sql, "SELECT ");
-		/* in QueueState's order, which is the order of the result's columns */
+		/*
+		 * In QueueState's order, which is the order of the result's
+		 * columns.  Jobs under batch leases are ready rows that a lease
+		 * lists, and running (lease.c).
+		 */
 		for (int i = 0; i < QS_NSTATES; i++)
-			if (with_counts)
-				appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s'), ", t, states[i]);
-			else
+		{
+			if (!with_counts)
+			{
 				appendStringInfoString(&sql, "NULL::bigint, ");
+				continue;
+			}
+			appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s')", t, states[i]);
+			if (i == QS_READY || i == QS_RUNNING)
+				appendStringInfo(&sql,
+								 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids) AS i(id)"
+								 " JOIN %s j ON j.id = i.id AND j.state = 'ready')",
+								 i == QS_READY ? "-" : "+", l, t);
+			appendStringInfoString(&sql, ", ");
+		}
 		/*
 		 * The oldest ready job is at the head of one of the priorities:
 		 * visit each priority's head once (a loose index scan).
 		 */
 		appendStringInfo(&sql,
 						 "(WITH RECURSIVE p(priority) AS ("
-						 " (SELECT priority FROM %1$s WHERE state = 'ready' ORDER BY priority DESC, rank LIMIT 1)"
+						 " (SELECT priority FROM %1$s WHERE state = 'ready' AND NOT queue._leased(id)"
+						 " ORDER BY priority DESC, rank LIMIT 1)"
 						 " UNION ALL"
 						 " SELECT (SELECT j.priority FROM %1$s j WHERE j.state = 'ready' AND j.priority < p.priority"
-						 " ORDER BY j.priority DESC, j.rank LIMIT 1) FROM p WHERE p.priority IS NOT NULL)"
+						 " AND NOT queue._leased(j.id) ORDER BY j.priority DESC, j.rank LIMIT 1)"
+						 " FROM p WHERE p.priority IS NOT NULL)"
 						 " SELECT CASE WHEN min(h.since) IS NOT NULL"
 						 " THEN greatest(now() - min(h.since), interval '0') END"
 						 " FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM %1$s j"
-						 " WHERE j.state = 'ready' AND j.priority = p.priority ORDER BY j.rank LIMIT 1) h"
+						 " WHERE j.state = 'ready' AND j.priority = p.priority AND NOT queue._leased(j.id)"
+						 " ORDER BY j.rank LIMIT 1) h"
 						 " WHERE p.priority IS NOT NULL)", t);
 
-		QueueAsRoleBegin(&as, rel_owner(relid, q->name));
+		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
 		queue_spi_check(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
 		for (int i = 0; i <= QS_NSTATES; i++)
 			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);

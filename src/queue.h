@@ -11,6 +11,7 @@
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/jsonb.h"
 
 /*
@@ -63,6 +64,10 @@ typedef enum QueuePlanId
 	PLAN_SLOTS_MIGRATE,			/* a job over the limit takes a freed slot */
 	PLAN_REINSERT,				/* write held jobs back as running rows */
 	PLAN_ARCHIVE_HELD,			/* archive held jobs completed in their claim's transaction */
+	PLAN_LEASE_INSERT,			/* the row of a batch lease (lease.c) */
+	PLAN_LEASE_DELETE,			/* ... gone with its last job */
+	PLAN_LEASE_DETACH,			/* a job leaves its batch lease ... */
+	PLAN_LEASE_RUNNING,			/* ... and is written as a running row */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -103,8 +108,9 @@ typedef struct QueueDbSlot
 	TimestampTz next_start;		/* no restart before this (after a crash) */
 } QueueDbSlot;
 
-/* GUCs (queue.c) */
+/* GUCs (queue.c, lease.c) */
 extern int	queue_max_payload_size;
+extern int	queue_max_leased_jobs;
 extern int	queue_max_queues;
 extern int	queue_max_databases;
 extern int	queue_worker_naptime;
@@ -122,6 +128,7 @@ typedef struct QueueAsRole
 } QueueAsRole;
 
 extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
+extern Oid	QueueRelOwner(Oid relid, const char *name);
 extern void QueueAsRoleEnd(QueueAsRole *as);
 extern void queue_spi_check(int ret, int expected, int64 want_rows, const char *what,
 							const char *qname);
@@ -147,10 +154,31 @@ extern bool QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz r
 extern bool QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 							 TimestampTz finished_at);
 
+/* lease.c: one lease for a batch of jobs (functions below) */
+typedef struct QueueLeaseClaim
+{
+	bool		track;			/* the queue may have batch leases: check rows */
+	bool		on;				/* this claim takes a batch lease */
+	QueueInfo  *q;
+	TimestampTz claimed_at;
+	TimestampTz lease_until;
+	void	   *action;			/* what its transaction must undo or finish */
+	ItemPointerData *tids;		/* rows of the jobs staged */
+	int			flushed;		/* jobs whose entries were added */
+} QueueLeaseClaim;
+
+typedef struct QueueLeased
+{
+	int64		lease;
+	ItemPointerData tid;		/* the job's row, if known */
+	TimestampTz claimed_at;
+	TimestampTz lease_until;
+} QueueLeased;
+
 /* take.c: claims without the executor */
 typedef void (*QueueClaimEmit) (void *arg, const Datum *values, const bool *nulls);
 extern int	QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
-						  int want, QueueClaimEmit emit, void *arg);
+						  int want, QueueLeaseClaim *lc, QueueClaimEmit emit, void *arg);
 
 /* delete.c: completing running jobs without the executor */
 extern int	QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 token,
@@ -214,6 +242,30 @@ extern bool QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen);
 extern bool QueueDueSet(int32 qno, TimestampTz due, uint64 gen);
 extern bool QueueDueLower(int32 qno, TimestampTz at);
 extern List *QueueTakeNotifications(Oid dboid);
+
+extern int	QueueLeasesLoaded(int32 qno);
+extern void QueueLeasesSetLoaded(int32 qno);
+
+/* lease.c */
+extern Size QueueLeaseShmemSize(void);
+extern int	QueueLeaseLockCount(void);
+extern void QueueLeaseShmemInit(void);
+extern void QueueLeaseInit(void);
+extern bool QueueLeaseTracking(QueueInfo *q);
+extern void QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want,
+								 TimestampTz claimed_at, TimestampTz lease_until);
+extern struct LWLock *QueueLeaseLock(int32 qno);
+extern bool QueueLeaseHeldLocked(int32 qno, int64 id);
+extern bool QueueLeaseRoom(QueueLeaseClaim *lc);
+extern void QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid);
+extern void QueueLeaseFlush(QueueLeaseClaim *lc);
+extern int	QueueLeaseClaimEnd(QueueLeaseClaim *lc);
+extern bool QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info);
+extern bool QueueLeaseDone(int32 qno, int64 lease, int64 id);
+extern void QueueLeaseBatchGone(int32 qno, int64 lease);
+extern void QueueLeaseMaterialize(QueueInfo *q, int64 id);
+extern void QueueLeaseForget(Oid dboid, int32 qno);
+extern TimestampTz QueueLeaseNextExpiry(int32 qno);
 
 /* wake.c: waking workers and waiting claims */
 extern Size QueueWakeShmemSize(void);

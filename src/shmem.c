@@ -90,6 +90,7 @@ typedef struct QueueShared
 	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
 	uint64		due_gen;
 	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
+	bool		leases_loaded;	/* lease.c knows the queue's batch leases */
 	bool		counts_valid;
 	uint64		counts_gen;
 	int64		counts[QS_NSTATES];
@@ -112,7 +113,9 @@ queue_shmem_request(void)
 	RequestAddinShmemSpace(QueueWakeShmemSize());
 	RequestAddinShmemSpace(QueueListenShmemSize());
 	RequestAddinShmemSpace(QueueOwnersShmemSize());
+	RequestAddinShmemSpace(QueueLeaseShmemSize());
 	RequestNamedLWLockTranche("queue", 1);
+	RequestNamedLWLockTranche("queue leases", QueueLeaseLockCount());
 }
 
 static void
@@ -133,6 +136,7 @@ queue_shmem_startup(void)
 	QueueWakeShmemInit();
 	QueueListenShmemInit();
 	QueueOwnersShmemInit();
+	QueueLeaseShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -186,6 +190,7 @@ queue_shared_acquire(int32 qno)
 		entry->next_due = 0;
 		entry->due_gen = 0;
 		memset(entry->due_noted, 0, sizeof(entry->due_noted));
+		entry->leases_loaded = false;
 		entry->counts_valid = false;
 		entry->counts_gen = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
@@ -391,6 +396,38 @@ QueueSharedForget(int32 qno)
 	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
 	hash_search(queue_shared_hash, &key, HASH_REMOVE, NULL);
 	LWLockRelease(queue_shared_lock);
+}
+
+/*
+ * Whether lease.c has loaded queue qno's batch leases into shared memory:
+ * 1 yes, 0 not yet, -1 the queue has no shared state (no batch leases).
+ */
+int
+QueueLeasesLoaded(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int			loaded;
+
+	if (e == NULL)
+		return -1;
+	SpinLockAcquire(&e->mutex);
+	loaded = e->leases_loaded ? 1 : 0;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return loaded;
+}
+
+void
+QueueLeasesSetLoaded(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->leases_loaded = true;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
 }
 
 /*

@@ -75,14 +75,17 @@ locked_by_us(TupleTableSlot *slot)
 /*
  * Claim up to want ready jobs of q as the claim plan which (one of
  * PLAN_CLAIM_*) would with its arguments args: deleting them, or marking
- * them running if in_place (as PLAN_LEASE_* would).  Calls emit with each
- * job's HELD_* columns as the claim leaves them, in claim order.  Returns the number claimed, or -1, having
- * done nothing, if the table needs SPI.
+ * them running if in_place (as PLAN_LEASE_* would), or, for a claim that
+ * takes a batch lease (lc->on), locking them.  Calls emit with each job's
+ * HELD_* columns as the claim leaves them (or, under a batch lease, as
+ * they would be if marked running), in claim order.  Returns the number
+ * claimed, or -1, having done nothing, if the table needs SPI.
  */
 int
 QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args, int want,
-			  QueueClaimEmit emit, void *arg)
+			  QueueLeaseClaim *lc, QueueClaimEmit emit, void *arg)
 {
+	LWLock	   *lease_lock = lc->track ? QueueLeaseLock(q->qno) : NULL;
 	QueueDirectScan ds;
 	QueueInsertState *st;
 	ScanKeyData keys[2];
@@ -121,6 +124,7 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 		TM_Result	result;
 		Datum		values[HELD_NCOLS];
 		bool		nulls[HELD_NCOLS];
+		bool		batch;
 
 #define COL(c) (st->claim_attnums[c] - 1)
 #define SET(c, datum) \
@@ -143,12 +147,37 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 		ExecStoreVirtualTuple(new);
 
 		/*
+		 * A job of a batch lease (lease.c) is only locked, and its lease
+		 * noted; a job in a group is always marked running, since the
+		 * group's order is kept by its rows.
+		 */
+		batch = lc->on && old->tts_isnull[COL(CC_GROUP_KEY)] && QueueLeaseRoom(lc);
+
+		/*
+		 * A ready row may be under a batch lease: checking that and taking
+		 * the row must be one step against batch claims adding leases.
+		 */
+		if (lease_lock != NULL)
+		{
+			LWLockAcquire(lease_lock, LW_SHARED);
+			if (QueueLeaseHeldLocked(q->qno, DatumGetInt64(old->tts_values[COL(CC_ID)])))
+			{
+				LWLockRelease(lease_lock);
+				continue;
+			}
+		}
+
+		/*
 		 * Without waiting; but a row only we lock is ours to take, and
 		 * waiting for it is no wait.
 		 */
+		update_indexes = false;
 		for (bool wait = false;; wait = true)
 		{
-			if (in_place)
+			if (batch)
+				result = table_tuple_lock(ds.rel, &old->tts_tid, ds.snap, st->lock_slot, ds.cid,
+										  LockTupleExclusive, LockWaitSkip, 0, &tmfd);
+			else if (in_place)
 				result = table_tuple_update(ds.rel, &old->tts_tid, new, ds.cid, ds.snap,
 											InvalidSnapshot, wait, &tmfd, &lockmode, &update_indexes);
 			else
@@ -157,6 +186,10 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 			if (wait || result != TM_BeingModified || !locked_by_us(old))
 				break;
 		}
+		if (lease_lock != NULL)
+			LWLockRelease(lease_lock);
+		if (result == TM_Ok && batch)
+			QueueLeaseStage(lc, DatumGetInt64(old->tts_values[COL(CC_ID)]), &old->tts_tid);
 		if (result != TM_Ok)
 		{
 			/* someone else's: see the header comment */
@@ -182,5 +215,6 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 	}
 
 	QueueDirectScanEnd(&ds);
+	QueueLeaseFlush(lc);
 	return taken;
 }

@@ -786,6 +786,7 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	const char *dbname = NULL;
+	Oid			db = InvalidOid;
 	ListCell   *lc;
 
 	QueueListenUtility(parsetree);
@@ -810,8 +811,7 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 
 	if (dbname != NULL)
 	{
-		Oid			db = get_database_oid(dbname, true);
-
+		db = get_database_oid(dbname, true);
 		if (OidIsValid(db))
 			QueueDbWorkerHold(db, GetCurrentTimestamp() + HOLD_MS * INT64CONST(1000));
 	}
@@ -822,6 +822,10 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+
+	/* A dropped database's batch leases go with it. */
+	if (IsA(parsetree, DropdbStmt) && OidIsValid(db))
+		QueueLeaseForget(db, 0);
 
 	/*
 	 * A database copied from a template may have the extension: have its

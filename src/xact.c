@@ -296,6 +296,8 @@ apply_counts(PendingQueue *p)
 		int64		zeros[QS_NSTATES] = {0};
 
 		QueueCountsSet(p->qno, p->zero_gen, zeros);
+		/* (a queue dropped with its extension may have had the number) */
+		QueueLeaseForget(MyDatabaseId, p->qno);
 	}
 	for (int i = 0; i < QS_NSTATES; i++)
 		any |= p->counts[i] != 0;
@@ -308,6 +310,7 @@ apply_commit(PendingQueue *p)
 {
 	if (p->forget)
 	{
+		QueueLeaseForget(MyDatabaseId, p->qno);
 		QueueSharedForget(p->qno);
 		return;
 	}

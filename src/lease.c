@@ -1,0 +1,1081 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *	  One lease for a whole batch: what a claim of many jobs in a
+ *	  transaction of its own records instead of rewriting every row.
+ *
+ * A leased claim used to update each job it took to 'running': a new row
+ * version, its primary key and lease index entries, all of it WAL, and
+ * later a lookup by id to delete it.  That was most of the cost of the
+ * leased way of consuming, and what kept it behind PgQ, whose unit of
+ * work is the batch.  Here such a claim only locks each row (which undoes
+ * itself at commit), notes the jobs in shared memory, and inserts one row
+ * into the queue's lease table, queue.l_<name>, naming them all.  The job
+ * rows stay 'ready', and unchanged, until the jobs finish.
+ *
+ * What is true on disk: a job is running under a batch lease when its row
+ * is 'ready' and a lease row lists its id.  Whatever ends a job's lease
+ * keeps that so in the same transaction: complete deletes the row (and
+ * the lease row with the last job), fail, extend and release first write
+ * the job as a running row and take it off the lease row ("materialize"),
+ * and the worker returns the jobs of an expired or orphaned lease and
+ * deletes its row.  The views read it that way.
+ *
+ * What shared memory adds is speed and a guard.  Two hash tables keyed by
+ * (database, id): leased jobs (the lease they belong to, and where their
+ * row is, so that complete goes straight to it instead of through the
+ * primary key) and leases (the claiming transaction until it commits, how
+ * many jobs are left, the times).  A claim that finds a ready row must not
+ * take it if it is leased, and nothing on the row says so: so every claim
+ * checks the table, and the check and the taking must be one step against
+ * a batch claim adding entries.  Each queue has one of LEASE_QUEUE_LOCKS
+ * LWLocks: claims hold it shared while they check a row and take or lock
+ * it, batch claims hold it exclusively while they add their entries.  A
+ * batch claim locks each row before it adds its entry, and keeps the lock
+ * until it commits, so a claim that looked before the entry was there
+ * could only have taken the row before the lock, which the lock then
+ * refuses.  After a restart the entries are gone: the first claim on a
+ * queue loads them from its lease rows (whose owners are all gone, so the
+ * worker returns them soon after).
+ *
+ * Entries of a transaction are added when it takes the jobs and made
+ * final when it commits; it removes them at commit when its jobs finish,
+ * and at abort when the claim is undone.  The commit callback runs before
+ * xact.c's, which lowers the claim cursor: a job whose lease the worker
+ * ended is never skipped after the cursor has come back to it.
+ *
+ * Management functions that act on ready rows (queue.purge) take the
+ * queue's lease lock exclusively (a heavyweight lock, until they commit),
+ * which waits for batch claims in flight and keeps new ones from
+ * starting: they then go per row.  A single job is checked after its row
+ * is locked (queue._leased).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "queue.h"
+
+#define LEASE_PARTITIONS		16	/* of the leased-jobs table */
+#define LEASE_QUEUE_LOCKS		64
+#define LEASE_LOCKTAG_FIELD4	8	/* groups.c uses 7, users' advisory locks 1 and 2 */
+
+int			queue_max_leased_jobs = 65536;
+
+typedef struct LeaseKey
+{
+	Oid			dboid;
+	uint32		zero;			/* no padding: the whole key is hashed */
+	int64		id;				/* a job's id, or a lease's */
+} LeaseKey;
+
+typedef struct LeasedJob
+{
+	LeaseKey	key;
+	int64		lease;
+	ItemPointerData tid;		/* the job's row; invalid if not known */
+} LeasedJob;
+
+typedef struct LeaseBatch
+{
+	LeaseKey	key;
+	TransactionId xid;			/* the claim's until it commits, then invalid */
+	int32		remaining;		/* its jobs not finished by committed work */
+	TimestampTz claimed_at;
+	TimestampTz lease_until;
+} LeaseBatch;
+
+typedef struct LeaseShared
+{
+	pg_atomic_uint32 njobs;		/* entries of lease_jobs, and room reserved */
+	pg_atomic_uint32 nbatches;	/* the same for lease_batches */
+	pg_atomic_uint32 leased[LEASE_QUEUE_LOCKS]; /* jobs leased, per queue lock */
+} LeaseShared;
+
+static LeaseShared *lease_shared = NULL;
+static HTAB *lease_jobs = NULL;
+static HTAB *lease_batches = NULL;
+
+/* partitions of lease_jobs, then lease_batches, then the queue locks */
+static LWLockPadded *lease_locks = NULL;
+
+#define PARTITION_LOCK(h)	(&lease_locks[(h) % LEASE_PARTITIONS].lock)
+#define BATCHES_LOCK		(&lease_locks[LEASE_PARTITIONS].lock)
+#define QUEUE_LOCK_NO(qno)	QUEUE_SLOT(MyDatabaseId, qno)
+#define QUEUE_SLOT(db, qno)	(hash_combine((db), (uint32) (qno)) % LEASE_QUEUE_LOCKS)
+#define QUEUE_LOCK(slot)	(&lease_locks[LEASE_PARTITIONS + 1 + (slot)].lock)
+
+static int
+max_batches(void)
+{
+	return Max(queue_max_leased_jobs / 4, 16);
+}
+
+Size
+QueueLeaseShmemSize(void)
+{
+	Size		size = MAXALIGN(sizeof(LeaseShared));
+
+	if (queue_max_leased_jobs == 0)
+		return size;
+	size = add_size(size, hash_estimate_size(queue_max_leased_jobs, sizeof(LeasedJob)));
+	return add_size(size, hash_estimate_size(max_batches(), sizeof(LeaseBatch)));
+}
+
+int
+QueueLeaseLockCount(void)
+{
+	return LEASE_PARTITIONS + 1 + LEASE_QUEUE_LOCKS;
+}
+
+/* Called at shared memory startup, with AddinShmemInitLock held. */
+void
+QueueLeaseShmemInit(void)
+{
+	HASHCTL		info;
+	bool		found;
+
+	lease_shared = ShmemInitStruct("queue leases", sizeof(LeaseShared), &found);
+	if (!found)
+	{
+		pg_atomic_init_u32(&lease_shared->njobs, 0);
+		pg_atomic_init_u32(&lease_shared->nbatches, 0);
+		for (int i = 0; i < LEASE_QUEUE_LOCKS; i++)
+			pg_atomic_init_u32(&lease_shared->leased[i], 0);
+	}
+	lease_locks = GetNamedLWLockTranche("queue leases");
+	if (queue_max_leased_jobs == 0)
+		return;
+
+	info.keysize = sizeof(LeaseKey);
+	info.entrysize = sizeof(LeasedJob);
+	info.num_partitions = LEASE_PARTITIONS;
+	lease_jobs = ShmemInitHash("queue leased jobs", queue_max_leased_jobs, queue_max_leased_jobs,
+							   &info, HASH_ELEM | HASH_BLOBS | HASH_PARTITION);
+	info.entrysize = sizeof(LeaseBatch);
+	lease_batches = ShmemInitHash("queue lease batches", max_batches(), max_batches(),
+								  &info, HASH_ELEM | HASH_BLOBS);
+}
+
+static inline LeaseKey
+lease_key(int64 id)
+{
+	LeaseKey	key;
+
+	key.dboid = MyDatabaseId;
+	key.zero = 0;
+	key.id = id;
+	return key;
+}
+
+static inline int32
+qno_of(int64 id)
+{
+	return (int32) (id % QUEUE_ID_FACTOR);
+}
+
+/* ---------------------------------------------------------------- entries */
+
+/* Whether job id has an entry; if so, and copy is given, a copy of it. */
+static bool
+job_find(int64 id, LeasedJob *copy)
+{
+	LeaseKey	key = lease_key(id);
+	uint32		h = get_hash_value(lease_jobs, &key);
+	LWLock	   *lock = PARTITION_LOCK(h);
+	LeasedJob  *e;
+
+	LWLockAcquire(lock, LW_SHARED);
+	e = hash_search_with_hash_value(lease_jobs, &key, h, HASH_FIND, NULL);
+	if (e != NULL && copy != NULL)
+		*copy = *e;
+	LWLockRelease(lock);
+	return e != NULL;
+}
+
+static bool
+job_insert(int64 id, int64 lease, const ItemPointerData *tid)
+{
+	LeaseKey	key = lease_key(id);
+	uint32		h = get_hash_value(lease_jobs, &key);
+	LWLock	   *lock = PARTITION_LOCK(h);
+	LeasedJob  *e;
+	bool		found;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	e = hash_search_with_hash_value(lease_jobs, &key, h, HASH_ENTER_NULL, &found);
+	if (e != NULL && !found)
+	{
+		e->lease = lease;
+		if (tid != NULL)
+			e->tid = *tid;
+		else
+			ItemPointerSetInvalid(&e->tid);
+	}
+	LWLockRelease(lock);
+	return e != NULL && !found;
+}
+
+/* Remove job id's entry if it belongs to lease; returns whether it did. */
+static bool
+job_remove(int64 id, int64 lease)
+{
+	LeaseKey	key = lease_key(id);
+	uint32		h = get_hash_value(lease_jobs, &key);
+	LWLock	   *lock = PARTITION_LOCK(h);
+	LeasedJob  *e;
+	bool		removed = false;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	e = hash_search_with_hash_value(lease_jobs, &key, h, HASH_FIND, NULL);
+	if (e != NULL && e->lease == lease)
+	{
+		hash_search_with_hash_value(lease_jobs, &key, h, HASH_REMOVE, NULL);
+		removed = true;
+	}
+	LWLockRelease(lock);
+	if (removed)
+	{
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
+		pg_atomic_fetch_sub_u32(&lease_shared->leased[QUEUE_LOCK_NO(qno_of(id))], 1);
+	}
+	return removed;
+}
+
+static bool
+batch_get(int64 lease, LeaseBatch *copy)
+{
+	LeaseKey	key = lease_key(lease);
+	LeaseBatch *b;
+
+	LWLockAcquire(BATCHES_LOCK, LW_SHARED);
+	b = hash_search(lease_batches, &key, HASH_FIND, NULL);
+	if (b != NULL)
+		*copy = *b;
+	LWLockRelease(BATCHES_LOCK);
+	return b != NULL;
+}
+
+static void
+batch_remove(int64 lease)
+{
+	LeaseKey	key = lease_key(lease);
+	bool		found;
+
+	LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+	hash_search(lease_batches, &key, HASH_REMOVE, &found);
+	LWLockRelease(BATCHES_LOCK);
+	if (found)
+		pg_atomic_fetch_sub_u32(&lease_shared->nbatches, 1);
+}
+
+/* The lease's jobs not finished went up (or down) by n. */
+static void
+batch_add(int64 lease, int n)
+{
+	LeaseKey	key = lease_key(lease);
+	LeaseBatch *b;
+
+	LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+	b = hash_search(lease_batches, &key, HASH_FIND, NULL);
+	if (b != NULL)
+		b->remaining += n;
+	LWLockRelease(BATCHES_LOCK);
+}
+
+/* Reserve room for n more entries in a table of at most max; all or none. */
+static bool
+reserve(pg_atomic_uint32 *count, int n, int max)
+{
+	if (pg_atomic_add_fetch_u32(count, n) <= (uint32) max)
+		return true;
+	pg_atomic_fetch_sub_u32(count, n);
+	return false;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/*
+ * The heavyweight lock of queue qno's leases: batch claims and the worker
+ * take it shared (without waiting), what must see the leases hold still
+ * (queue.purge, loading them after a restart) exclusively.
+ */
+static bool
+lock_leases(int32 qno, LOCKMODE mode, bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) qno, 0, LEASE_LOCKTAG_FIELD4);
+	return LockAcquire(&tag, mode, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+static void
+unlock_leases(int32 qno, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) qno, 0, LEASE_LOCKTAG_FIELD4);
+	LockRelease(&tag, mode, false);
+}
+
+/* The queue's lease table; InvalidOid if it has none. */
+static Oid
+lease_relid(QueueInfo *q)
+{
+	char		tname[NAMEDATALEN + 4];
+
+	snprintf(tname, sizeof(tname), "l_%s", q->name);
+	return get_relname_relid(tname, get_namespace_oid("queue", false));
+}
+
+/*
+ * Make shared memory know q's leases: after a restart, the first backend
+ * to look at the queue reads its lease rows into the tables.  Leases a
+ * claim took since are in them already, so this happens once per queue
+ * and server start.  Must be called inside QueueSpiBegin.
+ */
+static void
+load_leases(QueueInfo *q)
+{
+	Oid			relid = lease_relid(q);
+	QueueAsRole as;
+	int			ret;
+	uint64		nrows;
+	int			njobs = 0;
+	int32		slot = QUEUE_LOCK_NO(q->qno);
+
+	lock_leases(q->qno, ExclusiveLock, true);
+	if (QueueLeasesLoaded(q->qno) != 0 || !OidIsValid(relid))
+	{
+		unlock_leases(q->qno, ExclusiveLock);
+		if (!OidIsValid(relid))
+			QueueLeasesSetLoaded(q->qno);
+		return;
+	}
+
+	/* As the table's owner: a consumer may claim without reading it. */
+	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT lease, claimed_at, lease_until, ids FROM %s",
+													quote_qualified_identifier("queue",
+																			   get_rel_name(relid))),
+										   0, NULL),
+							   NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 0);
+	QueueAsRoleEnd(&as);
+	queue_spi_check(ret, SPI_OK_SELECT, -1, "read the leases", q->name);
+	nrows = SPI_processed;
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+		ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+														   4, &isnull));
+
+		njobs += ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	}
+	if (!reserve(&lease_shared->njobs, njobs, queue_max_leased_jobs))
+		nrows = -1;
+	else if (!reserve(&lease_shared->nbatches, (int) nrows, max_batches()))
+	{
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, njobs);
+		nrows = -1;
+	}
+	if (nrows == (uint64) -1)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("queue \"%s\" has more leased jobs than shared memory can track", q->name),
+				 errdetail("Its lease table lists %d jobs in " UINT64_FORMAT " leases, left from before the server started.",
+						   njobs, SPI_processed),
+				 errhint("Wait for the background worker to return them, or raise queue.max_leased_jobs.")));
+
+	LWLockAcquire(QUEUE_LOCK(slot), LW_EXCLUSIVE);
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		lease = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull));
+		Datum	   *ids;
+		int			n;
+		LeaseKey	key = lease_key(lease);
+		LeaseBatch *b;
+
+		deconstruct_array(arr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, NULL, &n);
+		LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+		b = hash_search(lease_batches, &key, HASH_ENTER, NULL);
+		b->xid = InvalidTransactionId;
+		b->remaining = n;
+		b->claimed_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
+		b->lease_until = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+		LWLockRelease(BATCHES_LOCK);
+		for (int j = 0; j < n; j++)
+		{
+			pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
+			if (!job_insert(DatumGetInt64(ids[j]), lease, NULL))
+			{
+				/* listed twice: what was reserved for it goes back */
+				pg_atomic_fetch_sub_u32(&lease_shared->leased[slot], 1);
+				pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
+			}
+		}
+	}
+	QueueLeasesSetLoaded(q->qno);
+	LWLockRelease(QUEUE_LOCK(slot));
+	unlock_leases(q->qno, ExclusiveLock);
+}
+
+/*
+ * Whether shared memory tracks q's batch leases (loading them if need
+ * be): claims must then check each row they would take.  Without shared
+ * memory, or for a queue beyond queue.max_queues, nothing takes batch
+ * leases.  Must be called inside QueueSpiBegin.
+ */
+bool
+QueueLeaseTracking(QueueInfo *q)
+{
+	int			state;
+
+	if (lease_jobs == NULL)
+		return false;
+	state = QueueLeasesLoaded(q->qno);
+	if (state < 0)
+		return false;
+	if (state == 0)
+		load_leases(q);
+	return true;
+}
+
+/* ---------------------------------------------------------------- claims */
+
+/*
+ * What the transaction's own lease work must do when it ends.  CLAIMED: a
+ * batch claim added entries (made final at commit, removed at abort, and
+ * room it reserved but did not use given back either way).  DONE: a job
+ * left its lease (completed, or written as a running row); DROPPED: a
+ * whole lease ended (the worker, queue._settle_leases).  Both of those
+ * remove entries at commit.
+ */
+typedef enum LeaseActionKind
+{
+	LA_CLAIMED,
+	LA_DONE,
+	LA_DROPPED
+} LeaseActionKind;
+
+typedef struct LeaseAction
+{
+	LeaseActionKind kind;
+	int			nest;
+	int32		qno;
+	int64		lease;
+	bool		batch_gone;		/* DONE: the lease row was deleted too */
+	int			reserved;		/* CLAIMED: room reserved for jobs, unused */
+	bool		batch_reserved; /* CLAIMED: ... and for the batch entry */
+	bool		batch_made;		/* CLAIMED: its batch entry exists */
+	int			n;				/* ids */
+	int			cap;
+	int64	   *ids;
+} LeaseAction;
+
+static List *actions = NIL;
+
+static LeaseAction *
+new_action(LeaseActionKind kind, int32 qno, int64 lease, int cap)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	LeaseAction *a = palloc0(sizeof(LeaseAction));
+
+	a->kind = kind;
+	a->nest = GetCurrentTransactionNestLevel();
+	a->qno = qno;
+	a->lease = lease;
+	a->cap = Max(cap, 1);
+	a->ids = palloc(sizeof(int64) * a->cap);
+	actions = lappend(actions, a);
+	MemoryContextSwitchTo(old);
+	return a;
+}
+
+static void
+action_add_id(LeaseAction *a, int64 id)
+{
+	if (a->n == a->cap)
+	{
+		a->cap *= 2;
+		a->ids = repalloc(a->ids, sizeof(int64) * a->cap);
+	}
+	a->ids[a->n++] = id;
+}
+
+/* Does the role have every privilege in mode on relid? */
+static bool
+may(Oid relid, AclMode mode)
+{
+	for (AclMode one = 1; one <= mode; one <<= 1)
+		if ((mode & one) != 0 && pg_class_aclcheck(relid, GetUserId(), one) != ACLCHECK_OK)
+			return false;
+	return true;
+}
+
+/*
+ * Set up a batch claim of up to want jobs of q, leased until lease_until:
+ * lc->on tells whether the claim takes a lease for the batch.  It does in
+ * a transaction of its own, for more than one job, when shared memory
+ * tracks the queue's leases and has room, the role may write the lease
+ * table, and nothing holds the queue's leases still.  Otherwise the claim
+ * marks each job running, as before.  Must be called inside QueueSpiBegin.
+ */
+void
+QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz claimed_at,
+					 TimestampTz lease_until)
+{
+	Oid			relid;
+	LeaseAction *a;
+
+	memset(lc, 0, sizeof(*lc));
+	lc->q = q;
+	lc->claimed_at = claimed_at;
+	lc->lease_until = lease_until;
+	lc->track = QueueLeaseTracking(q);
+	if (!lc->track || want < 2 || IsTransactionBlock() || IsolationIsSerializable() ||
+		q->max_running > 0)
+		return;
+	relid = lease_relid(q);
+	if (!OidIsValid(relid) || !may(relid, ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE))
+		return;
+	if (!lock_leases(q->qno, ShareLock, false))
+		return;
+	if (!reserve(&lease_shared->njobs, want, queue_max_leased_jobs))
+		return;
+	if (!reserve(&lease_shared->nbatches, 1, max_batches()))
+	{
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, want);
+		return;
+	}
+	a = new_action(LA_CLAIMED, q->qno, 0, want);
+	a->reserved = want;
+	a->batch_reserved = true;
+	lc->action = a;
+	lc->tids = palloc(sizeof(ItemPointerData) * want);
+	lc->on = true;
+}
+
+/* The LWLock that makes checking a row and taking it one step. */
+LWLock *
+QueueLeaseLock(int32 qno)
+{
+	return QUEUE_LOCK(QUEUE_LOCK_NO(qno));
+}
+
+/*
+ * Whether job id (of queue qno) is leased, or being leased by a claim in
+ * flight.  The caller holds QueueLeaseLock(qno), shared at least.
+ */
+bool
+QueueLeaseHeldLocked(int32 qno, int64 id)
+{
+	if (pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(qno)]) == 0)
+		return false;
+	return job_find(id, NULL);
+}
+
+/* The claim locked job id's row at tid: it is part of the batch. */
+void
+QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid)
+{
+	LeaseAction *a = (LeaseAction *) lc->action;
+
+	Assert(lc->on && a->n - lc->flushed < a->reserved);
+	if (a->lease == 0)
+		a->lease = QueueNextSeq(lc->q) * QUEUE_ID_FACTOR + lc->q->qno;
+	lc->tids[a->n] = *tid;
+	action_add_id(a, id);
+}
+
+/* Whether the batch has room for another job. */
+bool
+QueueLeaseRoom(QueueLeaseClaim *lc)
+{
+	LeaseAction *a = (LeaseAction *) lc->action;
+
+	return lc->on && a->n - lc->flushed < a->reserved;
+}
+
+/*
+ * Add the entries of the jobs staged since the last flush, so that other
+ * claims pass over them: done under the queue's lock, exclusively.
+ */
+void
+QueueLeaseFlush(QueueLeaseClaim *lc)
+{
+	LeaseAction *a = (LeaseAction *) lc->action;
+	int			n = a != NULL ? a->n - lc->flushed : 0;
+	int32		slot;
+
+	if (!lc->on || n == 0)
+		return;
+	slot = QUEUE_LOCK_NO(lc->q->qno);
+	LWLockAcquire(QUEUE_LOCK(slot), LW_EXCLUSIVE);
+	if (!a->batch_made)
+	{
+		LeaseKey	key = lease_key(a->lease);
+		LeaseBatch *b;
+
+		LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+		b = hash_search(lease_batches, &key, HASH_ENTER, NULL);
+		b->xid = GetTopTransactionId();
+		b->remaining = 0;
+		b->claimed_at = lc->claimed_at;
+		b->lease_until = lc->lease_until;
+		LWLockRelease(BATCHES_LOCK);
+		a->batch_made = true;
+		a->batch_reserved = false;
+	}
+	for (int i = lc->flushed; i < a->n; i++)
+	{
+		pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
+		/* the row lock keeps anyone else from leasing it meanwhile */
+		if (!job_insert(a->ids[i], a->lease, &lc->tids[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("job " INT64_FORMAT " of queue \"%s\" is under two batch leases",
+							a->ids[i], lc->q->name),
+					 errhint("Restart the server to rebuild the leases from their rows, and report the problem.")));
+	}
+	LWLockRelease(QUEUE_LOCK(slot));
+	batch_add(a->lease, n);
+	a->reserved -= n;
+	lc->flushed = a->n;
+}
+
+/*
+ * The claim is over: write its lease row, and give back the room it did
+ * not use.  Returns the number of jobs in the batch.
+ */
+int
+QueueLeaseClaimEnd(QueueLeaseClaim *lc)
+{
+	LeaseAction *a = (LeaseAction *) lc->action;
+	Datum		args[6];
+	Datum	   *ids;
+
+	if (!lc->on)
+		return 0;
+	QueueLeaseFlush(lc);
+	if (a->reserved > 0)
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, a->reserved);
+	a->reserved = 0;
+	if (a->batch_reserved)
+		pg_atomic_fetch_sub_u32(&lease_shared->nbatches, 1);
+	a->batch_reserved = false;
+	lc->on = false;
+	if (a->n == 0)
+		return 0;
+
+	ids = palloc(sizeof(Datum) * a->n);
+	for (int i = 0; i < a->n; i++)
+		ids[i] = Int64GetDatum(a->ids[i]);
+	args[0] = Int64GetDatum(a->lease);
+	args[1] = TimestampTzGetDatum(lc->lease_until);
+	args[2] = TimestampTzGetDatum(lc->claimed_at);
+	args[3] = Int32GetDatum(MyProcPid);
+	args[4] = TimestampTzGetDatum(MyStartTimestamp);
+	args[5] = PointerGetDatum(construct_array(ids, a->n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(lc->q, PLAN_LEASE_INSERT), args, NULL, false, 0),
+					SPI_OK_INSERT, 1, "record a lease", lc->q->name);
+	return a->n;
+}
+
+/* ---------------------------------------------------------------- ending leases */
+
+/*
+ * Whether job id of q is under a batch lease that the caller may act on:
+ * committed, or taken by this transaction.  If so, fills *info.  The
+ * caller made sure shared memory knows the queue's leases
+ * (QueueLeaseTracking).
+ */
+bool
+QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info)
+{
+	LeasedJob	job;
+	LeaseBatch	b;
+
+	if (lease_jobs == NULL ||
+		pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(q->qno)]) == 0 ||
+		!job_find(id, &job) || !batch_get(job.lease, &b))
+		return false;
+	if (TransactionIdIsValid(b.xid) && !TransactionIdIsCurrentTransactionId(b.xid))
+		return false;			/* not committed: nobody can have it yet */
+	info->lease = job.lease;
+	info->tid = job.tid;
+	info->claimed_at = b.claimed_at;
+	info->lease_until = b.lease_until;
+	return true;
+}
+
+/*
+ * Job id left lease: its entry goes at commit.  Returns whether it was
+ * the last job of the lease still listed (counting what this transaction
+ * did before): the caller then deletes the lease row, and tells us with
+ * QueueLeaseBatchGone.
+ */
+bool
+QueueLeaseDone(int32 qno, int64 lease, int64 id)
+{
+	LeaseBatch	b;
+	int			pending = 0;
+	ListCell   *lc;
+	LeaseAction *a;
+
+	foreach(lc, actions)
+	{
+		a = (LeaseAction *) lfirst(lc);
+		if (a->kind == LA_DONE && a->lease == lease)
+			pending += a->n;
+	}
+	a = new_action(LA_DONE, qno, lease, 1);
+	action_add_id(a, id);
+	return batch_get(lease, &b) && b.remaining - pending <= 1;
+}
+
+/* This transaction deleted lease's row: its entry goes at commit too. */
+void
+QueueLeaseBatchGone(int32 qno, int64 lease)
+{
+	LeaseAction *a = new_action(LA_DONE, qno, lease, 1);
+
+	a->batch_gone = true;
+}
+
+/* ---------------------------------------------------------------- transaction end */
+
+static void
+action_abort(LeaseAction *a)
+{
+	if (a->kind != LA_CLAIMED)
+		return;
+	for (int i = 0; i < a->n; i++)
+		job_remove(a->ids[i], a->lease);
+	if (a->batch_made)
+		batch_remove(a->lease);
+	if (a->reserved > 0)
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, a->reserved);
+	if (a->batch_reserved)
+		pg_atomic_fetch_sub_u32(&lease_shared->nbatches, 1);
+}
+
+static void
+action_commit(LeaseAction *a)
+{
+	int			left = 0;
+
+	switch (a->kind)
+	{
+		case LA_CLAIMED:
+			if (a->batch_made)
+			{
+				LeaseKey	key = lease_key(a->lease);
+				LeaseBatch *b;
+
+				LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+				b = hash_search(lease_batches, &key, HASH_FIND, NULL);
+				if (b != NULL)
+					b->xid = InvalidTransactionId;
+				LWLockRelease(BATCHES_LOCK);
+			}
+			/* nothing was reserved past the claim's end */
+			break;
+		case LA_DONE:
+			for (int i = 0; i < a->n; i++)
+				if (job_remove(a->ids[i], a->lease))
+					left--;
+			batch_add(a->lease, left);
+			if (a->batch_gone)
+				batch_remove(a->lease);
+			break;
+		case LA_DROPPED:
+			for (int i = 0; i < a->n; i++)
+				job_remove(a->ids[i], a->lease);
+			batch_remove(a->lease);
+			break;
+	}
+}
+
+static void
+lease_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (actions == NIL)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that finished leased jobs"),
+					 errhint("Commit it directly, or move the queue calls out of the prepared transaction.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			foreach(lc, actions)
+				action_commit((LeaseAction *) lfirst(lc));
+			actions = NIL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			foreach(lc, actions)
+				action_abort((LeaseAction *) lfirst(lc));
+			actions = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	int			nest = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (actions == NIL)
+		return;
+	foreach(lc, actions)
+	{
+		LeaseAction *a = (LeaseAction *) lfirst(lc);
+
+		if (a->nest < nest)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			a->nest = nest - 1;
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			action_abort(a);
+			actions = foreach_delete_current(actions, lc);
+		}
+	}
+}
+
+/*
+ * Registered after xact.c's callbacks, so that ours run first: entries of
+ * jobs made ready again are gone before the cursor comes back to them.
+ */
+void
+QueueLeaseInit(void)
+{
+	RegisterXactCallback(lease_xact_callback, NULL);
+	RegisterSubXactCallback(lease_subxact_callback, NULL);
+}
+
+/* ---------------------------------------------------------------- one job leaves */
+
+/*
+ * Before fail, extend or release act on job id: if it is under a batch
+ * lease, write it as the running row a claim of its own would have left,
+ * and take it off its lease row.  The lease row is locked first, as the
+ * worker locks it before it returns the lease's jobs: whichever comes
+ * second finds the other's work done.  Must be called inside
+ * QueueSpiBegin.
+ */
+void
+QueueLeaseMaterialize(QueueInfo *q, int64 id)
+{
+	QueueLeased info;
+	Datum		args[5];
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	int32		left;
+
+	if (!QueueLeaseTracking(q) || !QueueLeaseFind(q, id, &info))
+		return;
+	args[0] = Int64GetDatum(info.lease);
+	args[1] = Int64GetDatum(id);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DETACH), args, NULL, false, 1),
+					SPI_OK_UPDATE_RETURNING, -1, "take a job off its lease", q->name);
+	if (SPI_processed == 0)
+		return;					/* the worker ended the lease first */
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	args[0] = Int64GetDatum(id);
+	for (int c = 1; c <= 4; c++)
+		args[c] = SPI_getbinval(tup, desc, c, &isnull);
+	left = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_RUNNING), args, NULL, false, 1),
+					SPI_OK_UPDATE, -1, "mark a leased job running", q->name);
+	(void) QueueLeaseDone(q->qno, info.lease, id);
+	if (left == 0)
+	{
+		args[0] = Int64GetDatum(info.lease);
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DELETE), args, NULL, false, 1),
+						SPI_OK_DELETE, -1, "end a lease", q->name);
+		QueueLeaseBatchGone(q->qno, info.lease);
+	}
+}
+
+/*
+ * Remove the entries of queue qno of database dboid (every queue's, with
+ * qno 0): its queue or database was dropped, or a new queue took the
+ * number of one dropped with its extension.
+ */
+void
+QueueLeaseForget(Oid dboid, int32 qno)
+{
+	HASH_SEQ_STATUS status;
+	LeasedJob  *e;
+	LeaseBatch *b;
+	int			removed = 0;
+
+	if (lease_jobs == NULL)
+		return;
+	for (int i = 0; i < LEASE_PARTITIONS; i++)
+		LWLockAcquire(&lease_locks[i].lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, lease_jobs);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.dboid == dboid && (qno == 0 || qno_of(e->key.id) == qno))
+		{
+			pg_atomic_fetch_sub_u32(&lease_shared->leased[QUEUE_SLOT(dboid, qno_of(e->key.id))], 1);
+			hash_search(lease_jobs, &e->key, HASH_REMOVE, NULL);
+			removed++;
+		}
+	for (int i = LEASE_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&lease_locks[i].lock);
+	pg_atomic_fetch_sub_u32(&lease_shared->njobs, removed);
+
+	removed = 0;
+	LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
+	hash_seq_init(&status, lease_batches);
+	while ((b = hash_seq_search(&status)) != NULL)
+		if (b->key.dboid == dboid && (qno == 0 || qno_of(b->key.id) == qno))
+		{
+			hash_search(lease_batches, &b->key, HASH_REMOVE, NULL);
+			removed++;
+		}
+	LWLockRelease(BATCHES_LOCK);
+	pg_atomic_fetch_sub_u32(&lease_shared->nbatches, removed);
+}
+
+/*
+ * When the first batch lease of queue qno runs out, or 0 if it has none:
+ * for when the queue falls due next (claim.c), which claimers could not
+ * read from the lease table.
+ */
+TimestampTz
+QueueLeaseNextExpiry(int32 qno)
+{
+	HASH_SEQ_STATUS status;
+	LeaseBatch *b;
+	TimestampTz first = 0;
+
+	if (lease_batches == NULL || pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(qno)]) == 0)
+		return 0;
+	LWLockAcquire(BATCHES_LOCK, LW_SHARED);
+	hash_seq_init(&status, lease_batches);
+	while ((b = hash_seq_search(&status)) != NULL)
+		if (b->key.dboid == MyDatabaseId && qno_of(b->key.id) == qno &&
+			(first == 0 || b->lease_until < first))
+			first = b->lease_until;
+	LWLockRelease(BATCHES_LOCK);
+	return first;
+}
+
+/* ---------------------------------------------------------------- SQL */
+
+/*
+ * queue._leased(id): whether the job is under a batch lease, for the SQL
+ * that acts on ready rows.  It holds the job's row lock (or the queue's
+ * leases, _hold_leases), so no claim is leasing the job right now.
+ */
+PG_FUNCTION_INFO_V1(queue_leased);
+Datum
+queue_leased(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	QueueInfo  *q;
+	bool		leased = false;
+
+	if (lease_jobs == NULL)
+		PG_RETURN_BOOL(false);
+	QueueSpiBegin();
+	q = QueueLookupById(id, true);
+	if (q != NULL && QueueLeaseTracking(q) &&
+		pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(q->qno)]) > 0)
+		leased = job_find(id, NULL);
+	QueueSpiEnd();
+	PG_RETURN_BOOL(leased);
+}
+
+/*
+ * queue._hold_leases(qno): until commit, no batch lease of the queue
+ * starts or is loaded, and the batch claims in flight are over.
+ */
+PG_FUNCTION_INFO_V1(queue_hold_leases);
+Datum
+queue_hold_leases(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+
+	queue_check_writer(qno);
+	(void) lock_leases(qno, ExclusiveLock, true);
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._share_leases(qno): the worker ends leases only where nothing
+ * holds them still, and does not wait for that.
+ */
+PG_FUNCTION_INFO_V1(queue_share_leases);
+Datum
+queue_share_leases(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+
+	queue_check_writer(qno);
+	PG_RETURN_BOOL(lock_leases(qno, ShareLock, false));
+}
+
+/*
+ * queue._lease_dropped(qno, lease, ids): this transaction deleted the
+ * lease's row and wrote its jobs: their entries go at commit.
+ */
+PG_FUNCTION_INFO_V1(queue_lease_dropped);
+Datum
+queue_lease_dropped(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(2);
+	Datum	   *ids;
+	bool	   *nulls;
+	int			n;
+	LeaseAction *a;
+
+	queue_check_writer(qno);
+	if (lease_jobs == NULL)
+		PG_RETURN_VOID();
+	deconstruct_array(arr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, &nulls, &n);
+	a = new_action(LA_DROPPED, qno, PG_GETARG_INT64(1), n);
+	for (int i = 0; i < n; i++)
+		if (!nulls[i])
+			action_add_id(a, DatumGetInt64(ids[i]));
+	PG_RETURN_VOID();
+}
