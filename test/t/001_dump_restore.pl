@@ -1,8 +1,8 @@
 # test/t/001_dump_restore.pl: queue data survives pg_dump and restore.
 #
 # Queue definitions (queue_config and queue_number_seq are extension config
-# objects), the per-queue job and archive tables with their data, and the
-# per-queue id sequences.  Checked with a custom-format dump through
+# objects), the per-queue job, archive and lease tables with their data,
+# and the per-queue id sequences.  Checked with a custom-format dump through
 # pg_restore and a plain-format dump piped through psql.  Also: DROP
 # EXTENSION without CASCADE refuses while queues exist, and with CASCADE
 # removes everything of the extension.
@@ -32,6 +32,7 @@ SELECT queue.create('sms', max_attempts => 3, lease => '10 s', retention => '0')
 -- a queue made and dropped, so that queue_number_seq is ahead of every qno
 SELECT queue.create('gone');
 SELECT queue.drop('gone');
+SELECT queue.create('batch', lease => '1 hour');
 });
 
 # Labels to job ids; each enqueue is its own transaction.
@@ -55,6 +56,14 @@ is( $consumer->query_safe(
 		q{SELECT id FROM queue.claim('emails', lease => '1 hour')}),
 	$id{e_running},
 	'claim takes the only ready job');
+
+# batch: two jobs under one batch lease (src/lease.c), taken by the same
+# consumer; their rows stay 'ready', the lease row lists them.
+my @batch = split /\n/, $node->safe_psql('src',
+	q{SELECT queue.enqueue('batch', jsonb_build_object('b', i)) FROM generate_series(1, 2) i});
+is( $consumer->query_safe(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM queue.claim('batch', 2)}),
+	join(',', @batch), 'a batch lease takes both batch jobs');
+is($node->safe_psql('src', q{SELECT count(*) FROM queue.l_batch}), '1', 'one lease row');
 
 # Claim and complete in one session: once a session that committed claims
 # exits, the worker returns its running jobs ('consumer disconnected').
@@ -138,7 +147,7 @@ my @expect = (
 	[ 'sms',    's_ready2',  'ready',     0 ],
 	[ 'sms',    's_ready3',  'ready',     0 ]);
 is( $node->safe_psql(
-		'src', q{SELECT queue, id, state, attempt FROM queue.jobs ORDER BY id}),
+		'src', q{SELECT queue, id, state, attempt FROM queue.jobs WHERE queue <> 'batch' ORDER BY id}),
 	join("\n",
 		map { "$_->[0]|$id{$_->[1]}|$_->[2]|$_->[3]" }
 		sort { $id{ $a->[1] } <=> $id{ $b->[1] } } @expect),
@@ -175,6 +184,7 @@ my %queries = (
 	# the underlying rows, with rank (claim order), uncounted (released)
 	# attempts, the claimer (owner_pid, owner_start) and history
 	rows => 'SELECT * FROM queue._job ORDER BY id',
+	leases => 'SELECT * FROM queue._lease ORDER BY lease',
 	arows => 'SELECT * FROM queue._archive ORDER BY id',
 	history =>
 	  'SELECT j.id, h.* FROM (SELECT id FROM queue.jobs UNION ALL SELECT id FROM queue.archive) j,'
@@ -184,7 +194,8 @@ my %queries = (
 	sequences => q{
 SELECT 'queue_number_seq', last_value, is_called FROM queue.queue_number_seq
 UNION ALL SELECT 'q_emails$seq', last_value, is_called FROM queue."q_emails$seq"
-UNION ALL SELECT 'q_sms$seq', last_value, is_called FROM queue."q_sms$seq"},
+UNION ALL SELECT 'q_sms$seq', last_value, is_called FROM queue."q_sms$seq"
+UNION ALL SELECT 'q_batch$seq', last_value, is_called FROM queue."q_batch$seq"},
 	# Every column but these three, which legitimately differ:
 	# oldest_ready_age is measured from now(), and completed_last_minute
 	# and failed_last_minute are counted in shared memory per database as
@@ -202,8 +213,8 @@ my $qnos = $node->safe_psql('src',
 	q{SELECT string_agg(qno::text, ',' ORDER BY qno) FROM queue.queue_config});
 my $qno_seq = $node->safe_psql('src',
 	q{SELECT last_value FROM queue.queue_number_seq});
-is($qnos, '1,2', 'queue numbers of emails and sms');
-is($qno_seq, '3', 'queue_number_seq is past the dropped queue');
+is($qnos, '1,2,4', 'queue numbers of emails, sms and batch');
+is($qno_seq, '4', 'queue_number_seq is past the dropped queue');
 
 # ---------------------------------------------------------------- dumps
 
@@ -286,7 +297,7 @@ SELECT queue.enqueue_batch('emails', ARRAY['{"new": 2}', '{"new": 3}']::jsonb[])
 		"$db: new sms id is above every restored sms id");
 	is( $node->safe_psql($db,
 			'SELECT count(*), count(DISTINCT id) FROM queue.jobs'),
-		'17|17', "$db: no id collides");
+		'19|19', "$db: no id collides");
 	ok( (!grep { $_ % 1000000 != 1 } @new_emails)
 		  && (!grep { $_ % 1000000 != 2 } @new_sms),
 		"$db: new ids carry their queue's number");
@@ -307,6 +318,15 @@ SELECT queue.enqueue_batch('emails', ARRAY['{"new": 2}', '{"new": 3}']::jsonb[])
 			"SELECT state, attempt FROM queue.archive WHERE id = $id{e_running}"),
 		'done|1',
 		"$db: and is archived");
+
+	# the batch lease survived: its jobs are not claimed again, and can be
+	# completed with their token (the lease's claimer is still connected)
+	is($node->safe_psql($db, q{SELECT count(*) FROM queue.claim('batch', 10)}),
+		'0', "$db: the jobs under the restored batch lease are not claimed again");
+	is( $node->safe_psql($db, "SELECT queue.complete($batch[0], 1)"),
+		't', "$db: a job of the restored batch lease can be completed with its token");
+	is($node->safe_psql($db, "SELECT state, attempt FROM queue.jobs WHERE id = $batch[1]"),
+		'running|1', "$db: the other is still running");
 
 	# pause survived
 	is($node->safe_psql($db, q{SELECT paused FROM queue.queues WHERE queue = 'sms'}),
@@ -357,6 +377,11 @@ SELECT state = 'ready' AND attempt = 1 AND last_error = 'consumer disconnected'
        AND lease_until IS NULL
   FROM queue.jobs WHERE id = $id{e_running}}),
 	'src: the running job is ready again once its consumer exited');
+ok( $node->poll_query_until(
+		'src', qq{
+SELECT count(*) = 2 AND bool_and(state = 'ready' AND attempt = 1 AND last_error = 'consumer disconnected')
+  FROM queue.jobs WHERE queue = 'batch'}),
+	'src: so are the jobs of its batch lease');
 
 # ---------------------------------------------------------------- drop extension
 
@@ -364,7 +389,7 @@ my ($ret, $stdout, $stderr) = $node->psql('src', 'DROP EXTENSION queue');
 isnt($ret, 0, 'DROP EXTENSION without CASCADE fails while queues exist');
 like($stderr, qr/depend/, 'and the error mentions dependent objects');
 is($node->safe_psql('src', 'SELECT count(*) FROM queue.jobs'),
-	'13', 'nothing was dropped');
+	'15', 'nothing was dropped');
 
 $node->safe_psql('src', 'DROP EXTENSION queue CASCADE');
 my $left = q{SELECT coalesce(string_agg(format('%s (%s)', c.relname, c.relkind), ', ' ORDER BY c.relname), '')
