@@ -550,7 +550,9 @@ def drain_script(system, batch, mode):
 
 def backlog(system, clients=None):
     if system in QNAME:
-        return sql("SELECT count(*) FROM queue.q_%s WHERE state = 'ready'" % QNAME[system], fetch="val")
+        return sql("SELECT (SELECT count(*) FROM queue.q_%s WHERE state = 'ready')"
+                   " - (SELECT coalesce(sum(cardinality(ids)), 0) FROM queue.l_%s)" % (QNAME[system], QNAME[system]),
+                   fetch="val")
     if system == "baseline":
         return sql("SELECT count(*) FROM base_jobs WHERE locked_until IS NULL", fetch="val")
     if system == "pgq":
@@ -932,7 +934,11 @@ def run_orphans(cfg, res, system, n=1000, lease=10):
         holder = connect(app="bench holder")
         holder.cursor().execute("SELECT count(*) FROM queue.claim('bo', %s)", (n,))
         pid = holder.get_backend_pid()
-        ready_q = "SELECT count(*) FROM queue.q_bo WHERE state = 'ready'"
+        # a job under a batch lease is a ready row its lease lists: claimable
+        # jobs are the ready rows no lease lists (the worker ends a lease and
+        # makes its rows ready again in one transaction)
+        ready_q = ("SELECT (SELECT count(*) FROM queue.q_bo WHERE state = 'ready')"
+                   " - (SELECT coalesce(sum(cardinality(ids)), 0) FROM queue.l_bo)")
     elif system == "baseline":
         sql("TRUNCATE base_orph")
         sql("INSERT INTO base_orph (payload) SELECT %%s::jsonb FROM generate_series(1, %d)" % n, (make_payload(),))
