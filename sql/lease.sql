@@ -140,6 +140,22 @@ SELECT queue.complete(:o2, 1);
 SELECT queue.fail(:o4, 'last', attempt => 1);
 SELECT count(*) AS leases FROM queue.l_ls_one;
 
+-- a transaction sees what it did to leased jobs: a complete after an
+-- extend, a claim of a job it released; a stale token changes nothing
+SELECT queue.create('ls_same', lease => '1 hour');
+SELECT count(*) FROM queue.enqueue_batch('ls_same', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]);
+SELECT array_agg(id ORDER BY id) AS ids FROM queue.claim('ls_same', 3) \gset
+BEGIN;
+SELECT queue.extend((:'ids'::bigint[])[1], '2 hours', attempt => 1) > now() AS extended;
+SELECT queue.complete((:'ids'::bigint[])[1], attempt => 1);
+SELECT queue.release((:'ids'::bigint[])[2], attempt => 1);
+SELECT payload->>'n' AS n, attempt FROM queue.claim('ls_same', 10);
+SELECT queue.fail((:'ids'::bigint[])[3], 'x', attempt => 2) IS NULL AS stale;
+SELECT * FROM pg_temp.jobs('ls_same');
+COMMIT;
+SELECT * FROM pg_temp.jobs('ls_same');
+SELECT cardinality(ids) AS listed FROM queue.l_ls_same;
+
 --
 -- management: a job under a batch lease is running
 --
@@ -219,27 +235,65 @@ SELECT queue.enqueue('ls_groups', '{"n": 4}', group_key => 'b') > 0 AS enqueued;
 SELECT payload->>'n' AS n FROM queue.claim('ls_groups', 10) ORDER BY 1;
 SELECT * FROM pg_temp.jobs('ls_groups');
 
--- a role that may use the job table but not the lease table marks rows
+-- The lease table is written as its owner: a role that may claim and
+-- finish jobs needs no rights on it.  A batch lease draws its id from the
+-- queue's sequence: a role that may not, marks each job.
 DROP ROLE IF EXISTS regress_queue_lessee;
 CREATE ROLE regress_queue_lessee;
 SELECT queue.create('ls_role', lease => '1 hour');
-GRANT USAGE ON SEQUENCE queue."q_ls_role$seq" TO regress_queue_lessee;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_ls_role TO regress_queue_lessee;
 GRANT INSERT ON queue.a_ls_role TO regress_queue_lessee;
-SELECT count(*) FROM queue.enqueue_batch('ls_role', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}']::jsonb[]);
+SELECT count(*) FROM queue.enqueue_batch('ls_role',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}', '{"n": 5}', '{"n": 6}']::jsonb[]);
 SET ROLE regress_queue_lessee;
+SELECT array_agg(id ORDER BY id) AS rows_ids FROM queue.claim('ls_role', 2) \gset
+RESET ROLE;
+GRANT USAGE ON SEQUENCE queue."q_ls_role$seq" TO regress_queue_lessee;
+SET ROLE regress_queue_lessee;
+SELECT array_agg(id ORDER BY id) AS lease_ids FROM queue.claim('ls_role', 2) \gset
+RESET ROLE;
+SELECT * FROM pg_temp.jobs('ls_role');
+SET ROLE regress_queue_lessee;
+SELECT * FROM pg_temp.hist((:'lease_ids'::bigint[])[1]);
+SELECT queue.extend((:'lease_ids'::bigint[])[1], '2 hours', attempt => 1) > now() AS extended;
+SELECT queue.complete(:'rows_ids'::bigint[]) + queue.complete(:'lease_ids'::bigint[]) AS completed;
+RESET ROLE;
+SELECT count(*) AS leases FROM queue.l_ls_role;
+-- and it finishes a lease someone else took
 SELECT array_agg(id ORDER BY id) AS ids FROM queue.claim('ls_role', 2) \gset
-RESET ROLE;
-SELECT * FROM pg_temp.jobs('ls_role');
--- with the lease table's privileges it takes a batch lease
-GRANT SELECT, INSERT, UPDATE, DELETE ON queue.l_ls_role TO regress_queue_lessee;
 SET ROLE regress_queue_lessee;
-SELECT count(*) FROM queue.claim('ls_role', 2);
-SELECT queue.complete(:'ids'::bigint[]);
+SELECT queue.fail((:'ids'::bigint[])[1], 'boom', attempt => 1);
+SELECT queue.complete((:'ids'::bigint[])[2], 1);
 RESET ROLE;
 SELECT * FROM pg_temp.jobs('ls_role');
+SELECT count(*) AS leases FROM queue.l_ls_role;
 SELECT queue.drop('ls_role');
 DROP ROLE regress_queue_lessee;
+
+-- The internal functions run as their callers: each needs what its
+-- legitimate callers have.  A producer may neither end leases nor hold
+-- them still, nor ask about them; the queue's upkeep ends only leases
+-- whose rows it took the jobs off.
+DROP ROLE IF EXISTS regress_queue_producer;
+CREATE ROLE regress_queue_producer;
+SELECT queue.create('ls_sec', lease => '1 hour');
+GRANT INSERT ON queue.q_ls_sec TO regress_queue_producer;
+SELECT count(*) FROM queue.enqueue_batch('ls_sec', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+SELECT array_agg(id ORDER BY id) AS ids FROM queue.claim('ls_sec', 2) \gset
+SELECT lease AS sec_lease FROM queue.l_ls_sec \gset
+SELECT qno AS sec_qno FROM queue.queue_config WHERE name = 'ls_sec' \gset
+SET ROLE regress_queue_producer;
+SELECT queue._lease_dropped(:sec_qno, :sec_lease, :'ids'::bigint[]);
+SELECT queue._hold_leases(:sec_qno);
+SELECT queue._share_leases(:sec_qno);
+SELECT queue._leased((:'ids'::bigint[])[1]);
+SELECT queue._lease_claimed_at((:'ids'::bigint[])[1]);
+RESET ROLE;
+CALL pg_temp.try(format('SELECT queue._lease_dropped(%s, $1, %L)', :sec_qno, :'ids'), :sec_lease);
+SELECT queue._leased((:'ids'::bigint[])[1]) AS still_leased;
+SELECT payload->>'n' AS n FROM queue.claim('ls_sec', 10);
+SELECT queue.drop('ls_sec');
+DROP ROLE regress_queue_producer;
 
 --
 -- a dropped queue takes its leases along

@@ -176,6 +176,11 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_leased'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._lease_claimed_at(id bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'queue_lease_claimed_at'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._hold_leases(qno int)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_hold_leases'
@@ -470,6 +475,11 @@ DECLARE
     l record;
 BEGIN
     PERFORM queue._hold_leases(r.qno);
+    -- the jobs' rows first, the leases' after, as everywhere (src/lease.c)
+    EXECUTE format($q$
+        SELECT count(*) FROM (SELECT id FROM queue.%I WHERE state = 'ready'
+                               AND id = ANY (ARRAY(SELECT unnest(ids) FROM queue.%I))
+                             ORDER BY id FOR UPDATE) j$q$, 'q_' || r.name, 'l_' || r.name);
     FOR l IN EXECUTE format('DELETE FROM queue.%I RETURNING lease, ids, claimed_at, lease_until, owner_pid, owner_start',
                             'l_' || r.name) LOOP
         EXECUTE format($q$
@@ -832,8 +842,7 @@ BEGIN
        INTO job USING id;
     -- under a batch lease, the job's claim is the lease's (src/lease.c)
     IF job.state = 'ready' THEN
-        EXECUTE format('SELECT claimed_at FROM queue.%I WHERE $1 = ANY (ids)', 'l_' || r.name)
-           INTO leased_at USING id;
+        leased_at := queue._lease_claimed_at(id);
         IF leased_at IS NOT NULL THEN
             job.claimed_at := leased_at;
             job.attempt := job.attempt + 1;
@@ -1201,6 +1210,8 @@ DECLARE
     n_lease_dead bigint := 0;
     n bigint;
     nd bigint;
+    got bigint[];
+    rest bigint[];
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
@@ -1208,40 +1219,57 @@ BEGIN
     -- Batch leases that ran out or whose claimer is gone (src/lease.c):
     -- their jobs are ready rows, returned as running ones would be.  Not
     -- while something holds the queue's leases still, and without waiting.
-    -- (A queue whose job table alone was given to another role by hand
-    -- has no batch leases its owner could end: claims need the same role's
-    -- rights on both tables to take them.)
-    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT, UPDATE, DELETE');
+    -- (Claims take batch leases only while one role owns both tables; a
+    -- job table given to another role by hand leaves leases from before
+    -- to a superuser's tick().)
+    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
     IF leases AND queue._share_leases(r.qno) THEN
         FOR l IN EXECUTE format($q$
-            DELETE FROM queue.%1$I WHERE lease = ANY (ARRAY(
-                   SELECT lease FROM queue.%1$I
-                    WHERE lease_until < $2
-                       OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
-                    ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING lease, ids, claimed_at, lease_until$q$, 'l_' || r.name) USING batch, t
+            SELECT lease, ids, claimed_at, lease_until FROM queue.%1$I
+             WHERE lease_until < $2
+                OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
+             ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED$q$, 'l_' || r.name) USING batch, t
         LOOP
+            -- Without waiting: a job a consumer is finishing right now
+            -- stays under the lease until the next pass (which, if the
+            -- consumer rolls back, returns it).
             EXECUTE format($q$
-                WITH u AS (
-                UPDATE queue.%1$I j
-                   SET state = CASE WHEN j.attempt + 1 - j.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
-                       attempt = j.attempt + 1,
+                WITH j AS (SELECT id FROM queue.%1$I WHERE id = ANY ($1) AND state = 'ready'
+                           FOR UPDATE SKIP LOCKED),
+                u AS (
+                UPDATE queue.%1$I q
+                   SET state = CASE WHEN q.attempt + 1 - q.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+                       attempt = q.attempt + 1,
                        rank = nextval('queue.%2$I'),
-                       run_at = greatest(j.run_at, $3),
+                       run_at = greatest(q.run_at, $3),
                        claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
                        last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                       history = coalesce(j.history, '[]') || jsonb_build_object(
+                       history = coalesce(q.history, '[]') || jsonb_build_object(
                            'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                           'at', $3, 'attempt', j.attempt + 1, 'claimed_at', $4)
-                 WHERE j.id = ANY ($1) AND j.state = 'ready'
-                 RETURNING j.state)
-                SELECT count(*), count(*) FILTER (WHERE state = 'dead') FROM u$q$, q, seq)
-            INTO n, nd USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until;
-            PERFORM queue._lease_dropped(r.qno, l.lease, l.ids);
+                           'at', $3, 'attempt', q.attempt + 1, 'claimed_at', $4)
+                  FROM j WHERE q.id = j.id
+                 RETURNING q.id, q.state)
+                SELECT count(*), count(*) FILTER (WHERE state = 'dead'), coalesce(array_agg(id), '{}') FROM u$q$, q, seq)
+            INTO n, nd, got USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until;
+            EXECUTE format($q$SELECT coalesce(array_agg(id), '{}') FROM queue.%I
+                               WHERE id = ANY ($1) AND state = 'ready' AND id <> ALL ($2)$q$, q)
+            INTO rest USING l.ids, got;
+            IF cardinality(rest) = 0 THEN
+                EXECUTE format('DELETE FROM queue.%I WHERE lease = $1', 'l_' || r.name) USING l.lease;
+            ELSE
+                EXECUTE format('UPDATE queue.%I SET ids = $2, lease_until = greatest(lease_until, $3)'
+                               ' WHERE lease = $1', 'l_' || r.name)
+                USING l.lease, rest, t + interval '1 second';
+            END IF;
+            PERFORM queue._lease_dropped(r.qno, l.lease,
+                ARRAY(SELECT i FROM unnest(l.ids) i WHERE i <> ALL (rest)));
             n_lease := n_lease + n;
             n_lease_dead := n_lease_dead + nd;
         END LOOP;
     END IF;
+
     EXECUTE format($q$
         WITH u AS (
         UPDATE queue.%1$I j

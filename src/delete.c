@@ -25,6 +25,7 @@
 #include "access/stratnum.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "storage/bufmgr.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/timestamp.h"
@@ -58,28 +59,36 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 	Datum	   *sorted;
 	int			done = 0;
 	bool		track = QueueLeaseTracking(q);
-	int64	   *ended = palloc(sizeof(int64) * n);
-	int			nended = 0;
+	QueueLeased *leases = palloc(sizeof(QueueLeased) * n);
+	bool	   *leased = palloc0(sizeof(bool) * n);
+	BlockNumber nblocks;
 
 	*nretry = 0;
-	if (!QueueDirectScanBegin(&ds, q, CMD_DELETE, true, 1))
-		return -1;
-	st = ds.st;
-	slot = st->scan_slot;
 
 	/* in id order, each once, as an index scan of id = ANY ($1) would */
 	sorted = palloc(sizeof(Datum) * n);
 	memcpy(sorted, ids, sizeof(Datum) * n);
 	qsort(sorted, n, sizeof(Datum), compare_ids);
 
+	/* jobs under batch leases (lease.c) */
+	for (int i = 0; track && i < n; i++)
+		leased[i] = (i == 0 || sorted[i] != sorted[i - 1]) &&
+			QueueLeaseFind(q, DatumGetInt64(sorted[i]), &leases[i]);
+
+	if (!QueueDirectScanBegin(&ds, q, CMD_DELETE, true, 1))
+		return -1;
+	st = ds.st;
+	slot = st->scan_slot;
+	nblocks = RelationGetNumberOfBlocks(ds.rel);
+
 	for (int i = 0; i < n; i++)
 	{
 		ScanKeyData key;
 		TM_FailureData tmfd;
 		TM_Result	result;
-		QueueLeased lease;
-		bool		leased;
+		QueueLeased *lease = &leases[i];
 		bool		isnull;
+		bool		direct;
 		int32		attempt;
 
 #define COL(c) (st->claim_attnums[c] - 1)
@@ -87,21 +96,27 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			continue;
 
 		/*
-		 * A job under a batch lease is a ready row whose place lease.c
-		 * knows; its attempt is the row's next.
+		 * A job under a batch lease is a ready row where the claim found it
+		 * (unless the table was rewritten since); its attempt is the row's
+		 * next.
 		 */
-		leased = track && QueueLeaseFind(q, DatumGetInt64(sorted[i]), &lease);
-		if (!leased || !ItemPointerIsValid(&lease.tid) ||
-			!table_tuple_fetch_row_version(ds.rel, &lease.tid, ds.snap, slot) ||
-			slot_getattr(slot, st->claim_attnums[CC_ID], &isnull) != sorted[i])
+		direct = leased[i] && ItemPointerIsValid(&lease->tid) &&
+			ItemPointerGetBlockNumber(&lease->tid) < nblocks &&
+			table_tuple_fetch_row_version(ds.rel, &lease->tid, ds.snap, slot) &&
+			slot_getattr(slot, st->claim_attnums[CC_ID], &isnull) == sorted[i];
+		if (!direct)
 		{
 			ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, sorted[i]);
 			index_rescan(ds.scan, &key, 1, NULL, 0);
 			if (!index_getnext_slot(ds.scan, ForwardScanDirection, slot))
 				continue;
+			/* another version than the one leased: the lease ended */
+			if (leased[i] && ItemPointerIsValid(&lease->tid) &&
+				!ItemPointerEquals(&slot->tts_tid, &lease->tid))
+				leased[i] = false;
 		}
 		slot_getallattrs(slot);
-		if (!leased && !slot->tts_isnull[COL(CC_STATE)] &&
+		if (!leased[i] && !slot->tts_isnull[COL(CC_STATE)] &&
 			slot->tts_values[COL(CC_STATE)] == st->states[QS_READY])
 		{
 			/*
@@ -113,9 +128,9 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			continue;
 		}
 		if (slot->tts_isnull[COL(CC_STATE)] ||
-			slot->tts_values[COL(CC_STATE)] != st->states[leased ? QS_READY : QS_RUNNING])
+			slot->tts_values[COL(CC_STATE)] != st->states[leased[i] ? QS_READY : QS_RUNNING])
 			continue;
-		attempt = DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) + (leased ? 1 : 0);
+		attempt = DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) + (leased[i] ? 1 : 0);
 		if (has_token && attempt != token)
 			continue;
 
@@ -141,14 +156,13 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			values[done][c] = nulls[done][c] ? (Datum) 0 :
 				datumCopy(slot->tts_values[COL(c)], att->attbyval, att->attlen);
 		}
-		if (leased)
+		if (leased[i])
 		{
 			values[done][HELD_ATTEMPT] = Int32GetDatum(attempt);
-			values[done][HELD_CLAIMED_AT] = TimestampTzGetDatum(lease.claimed_at);
-			values[done][HELD_LEASE_UNTIL] = TimestampTzGetDatum(lease.lease_until);
+			values[done][HELD_CLAIMED_AT] = TimestampTzGetDatum(lease->claimed_at);
+			values[done][HELD_LEASE_UNTIL] = TimestampTzGetDatum(lease->lease_until);
 			nulls[done][HELD_CLAIMED_AT] = nulls[done][HELD_LEASE_UNTIL] = false;
-			if (QueueLeaseDone(q->qno, lease.lease, sorted[i]))
-				ended[nended++] = lease.lease;
+			QueueLeaseDone(q->qno, lease->lease, sorted[i]);
 		}
 		done++;
 #undef COL
@@ -156,14 +170,19 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 
 	QueueDirectScanEnd(&ds);
 
-	/* the lease rows whose last jobs these were */
-	for (int i = 0; i < nended; i++)
+	/*
+	 * The leases whose last jobs these were go.  Their rows are locked
+	 * after their jobs', as everywhere (lease.c): the worker, which locks
+	 * a lease's row first, never waits for a job.
+	 */
+	for (int i = 0; i < n; i++)
 	{
-		Datum		arg = Int64GetDatum(ended[i]);
+		bool		first = leased[i];
 
-		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DELETE), &arg, NULL, false, 1),
-						SPI_OK_DELETE, -1, "end a lease", q->name);
-		QueueLeaseBatchGone(q->qno, ended[i]);
+		for (int j = 0; j < i && first; j++)
+			first = !leased[j] || leases[j].lease != leases[i].lease;
+		if (first && QueueLeaseWouldEnd(leases[i].lease, 0))
+			QueueLeaseEnd(q, leases[i].lease);
 	}
 	return done;
 }

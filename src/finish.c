@@ -165,7 +165,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	{
 		/* the statement completes running rows: jobs of batch leases first become ones */
 		for (int i = 0; i < n; i++)
-			QueueLeaseMaterialize(q, DatumGetInt64(ids[i]));
+			QueueLeaseMaterialize(q, DatumGetInt64(ids[i]), has_token, DatumGetInt32(token));
 		done = 0;
 		memcpy(retry, ids, sizeof(Datum) * n);
 		nretry = n;
@@ -344,7 +344,7 @@ queue_fail(PG_FUNCTION_ARGS)
 	if (q != NULL)
 	{
 		QueueHeldWriteBack(q, id);
-		QueueLeaseMaterialize(q, id);
+		QueueLeaseMaterialize(q, id, has_token, DatumGetInt32(PG_GETARG_DATUM(3)));
 	}
 	attempt = q != NULL ? lock_running(q, id, PG_GETARG_DATUM(3), has_token) : -1;
 	if (attempt < 0)
@@ -435,7 +435,7 @@ queue_extend(PG_FUNCTION_ARGS)
 		char		nulls[3] = "   ";
 
 		QueueHeldWriteBack(q, id);
-		QueueLeaseMaterialize(q, id);
+		QueueLeaseMaterialize(q, id, has_token, DatumGetInt32(PG_GETARG_DATUM(2)));
 		args[0] = Int64GetDatum(id);
 		args[1] = PG_GETARG_DATUM(2);
 		nulls[1] = has_token ? ' ' : 'n';
@@ -483,7 +483,7 @@ queue_release(PG_FUNCTION_ARGS)
 	if (q != NULL)
 	{
 		QueueHeldWriteBack(q, id);
-		QueueLeaseMaterialize(q, id);
+		QueueLeaseMaterialize(q, id, has_token, DatumGetInt32(PG_GETARG_DATUM(2)));
 	}
 	if (q == NULL || lock_running(q, id, PG_GETARG_DATUM(2), has_token) < 0)
 	{

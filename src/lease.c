@@ -55,11 +55,13 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "port/atomics.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -348,6 +350,30 @@ lease_relid(QueueInfo *q)
 }
 
 /*
+ * Run one of the lease table's fixed statements (PLAN_LEASE_*) as the
+ * table's owner.  The lease table is the queue's own bookkeeping: a role
+ * that may claim and finish jobs need not be able to write it, as it need
+ * not be able to read the claim cursor.  Returns SPI's result.
+ */
+static int
+lease_statement(QueueInfo *q, QueuePlanId which, Datum *args, long count)
+{
+	Oid			relid = lease_relid(q);
+	QueueAsRole as;
+	int			ret;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("lease table of queue \"%s\" is missing", q->name),
+				 errhint("The queue's objects were changed by hand; drop and re-create the queue.")));
+	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	ret = SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, count);
+	QueueAsRoleEnd(&as);
+	return ret;
+}
+
+/*
  * Make shared memory know q's leases: after a restart, the first backend
  * to look at the queue reads its lease rows into the tables.  Leases a
  * claim took since are in them already, so this happens once per queue
@@ -428,13 +454,12 @@ load_leases(QueueInfo *q)
 		LWLockRelease(BATCHES_LOCK);
 		for (int j = 0; j < n; j++)
 		{
-			pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
-			if (!job_insert(DatumGetInt64(ids[j]), lease, NULL))
-			{
-				/* listed twice: what was reserved for it goes back */
-				pg_atomic_fetch_sub_u32(&lease_shared->leased[slot], 1);
+			/* (what another queue's row or a second lease lists is not ours) */
+			if (qno_of(DatumGetInt64(ids[j])) == q->qno &&
+				job_insert(DatumGetInt64(ids[j]), lease, NULL))
+				pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
+			else
 				pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
-			}
 		}
 	}
 	QueueLeasesSetLoaded(q->qno);
@@ -453,7 +478,8 @@ QueueLeaseTracking(QueueInfo *q)
 {
 	int			state;
 
-	if (lease_jobs == NULL)
+	/* a standby takes no leases, and must not load what replay changes */
+	if (lease_jobs == NULL || RecoveryInProgress())
 		return false;
 	state = QueueLeasesLoaded(q->qno);
 	if (state < 0)
@@ -477,7 +503,8 @@ typedef enum LeaseActionKind
 {
 	LA_CLAIMED,
 	LA_DONE,
-	LA_DROPPED
+	LA_DROPPED,
+	LA_FORGET_DB
 } LeaseActionKind;
 
 typedef struct LeaseAction
@@ -486,7 +513,7 @@ typedef struct LeaseAction
 	int			nest;
 	int32		qno;
 	int64		lease;
-	bool		batch_gone;		/* DONE: the lease row was deleted too */
+	bool		batch_gone;		/* DONE, DROPPED: the lease row was deleted too */
 	int			reserved;		/* CLAIMED: room reserved for jobs, unused */
 	bool		batch_reserved; /* CLAIMED: ... and for the batch entry */
 	bool		batch_made;		/* CLAIMED: its batch entry exists */
@@ -496,6 +523,47 @@ typedef struct LeaseAction
 } LeaseAction;
 
 static List *actions = NIL;
+
+/*
+ * Jobs this transaction took off their leases (completed, written as
+ * running rows, or returned): their entries go only at commit, but to
+ * this transaction they are no longer leased.  Keyed by id; the value is
+ * the nesting level that did it.
+ */
+typedef struct LeftJob
+{
+	int64		id;
+	int			nest;
+} LeftJob;
+
+static HTAB *left_jobs = NULL;
+
+static void
+note_left(int64 id)
+{
+	LeftJob    *e;
+	bool		found;
+
+	if (left_jobs == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(LeftJob);
+		ctl.hcxt = TopTransactionContext;
+		left_jobs = hash_create("queue jobs off their leases", 64, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(left_jobs, &id, HASH_ENTER, &found);
+	if (!found)
+		e->nest = GetCurrentTransactionNestLevel();
+}
+
+static bool
+has_left(int64 id)
+{
+	return left_jobs != NULL && hash_search(left_jobs, &id, HASH_FIND, NULL) != NULL;
+}
 
 static LeaseAction *
 new_action(LeaseActionKind kind, int32 qno, int64 lease, int cap)
@@ -525,30 +593,21 @@ action_add_id(LeaseAction *a, int64 id)
 	a->ids[a->n++] = id;
 }
 
-/* Does the role have every privilege in mode on relid? */
-static bool
-may(Oid relid, AclMode mode)
-{
-	for (AclMode one = 1; one <= mode; one <<= 1)
-		if ((mode & one) != 0 && pg_class_aclcheck(relid, GetUserId(), one) != ACLCHECK_OK)
-			return false;
-	return true;
-}
-
 /*
  * Set up a batch claim of up to want jobs of q, leased until lease_until:
  * lc->on tells whether the claim takes a lease for the batch.  It does in
  * a transaction of its own, for more than one job, when shared memory
- * tracks the queue's leases and has room, the role may write the lease
- * table, and nothing holds the queue's leases still.  Otherwise the claim
- * marks each job running, as before.  Must be called inside QueueSpiBegin.
+ * tracks the queue's leases and has room, the role may draw from the
+ * queue's sequence, and nothing holds the queue's leases still.
+ * Otherwise the claim marks each job running, as before.  Must be called
+ * inside QueueSpiBegin.
  */
 void
 QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz claimed_at,
 					 TimestampTz lease_until)
 {
-	Oid			relid;
 	LeaseAction *a;
+	Oid			relid;
 
 	memset(lc, 0, sizeof(*lc));
 	lc->q = q;
@@ -558,11 +617,20 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 	if (!lc->track || want < 2 || IsTransactionBlock() || IsolationIsSerializable() ||
 		q->max_running > 0)
 		return;
+	/*
+	 * The lease's id is drawn from the queue's sequence, as a job's is.
+	 * Upkeep runs as the owner of the job table, and must be able to end
+	 * the lease: a lease table given to someone else by hand takes none.
+	 */
 	relid = lease_relid(q);
-	if (!OidIsValid(relid) || !may(relid, ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE))
+	if (!OidIsValid(relid) ||
+		pg_class_aclcheck(QueueSeqRelid(q), GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK ||
+		QueueRelOwner(relid, q->name) != QueueRelOwner(QueueTableRelid(q), q->name))
 		return;
 	if (!lock_leases(q->qno, ShareLock, false))
 		return;
+	a = new_action(LA_CLAIMED, q->qno, 0, want);
+	lc->tids = palloc(sizeof(ItemPointerData) * want);
 	if (!reserve(&lease_shared->njobs, want, queue_max_leased_jobs))
 		return;
 	if (!reserve(&lease_shared->nbatches, 1, max_batches()))
@@ -570,11 +638,9 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 		pg_atomic_fetch_sub_u32(&lease_shared->njobs, want);
 		return;
 	}
-	a = new_action(LA_CLAIMED, q->qno, 0, want);
 	a->reserved = want;
 	a->batch_reserved = true;
 	lc->action = a;
-	lc->tids = palloc(sizeof(ItemPointerData) * want);
 	lc->on = true;
 }
 
@@ -594,7 +660,7 @@ QueueLeaseHeldLocked(int32 qno, int64 id)
 {
 	if (pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(qno)]) == 0)
 		return false;
-	return job_find(id, NULL);
+	return job_find(id, NULL) && !has_left(id);
 }
 
 /* The claim locked job id's row at tid: it is part of the batch. */
@@ -651,7 +717,6 @@ QueueLeaseFlush(QueueLeaseClaim *lc)
 	}
 	for (int i = lc->flushed; i < a->n; i++)
 	{
-		pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
 		/* the row lock keeps anyone else from leasing it meanwhile */
 		if (!job_insert(a->ids[i], a->lease, &lc->tids[i]))
 			ereport(ERROR,
@@ -659,11 +724,13 @@ QueueLeaseFlush(QueueLeaseClaim *lc)
 					 errmsg("job " INT64_FORMAT " of queue \"%s\" is under two batch leases",
 							a->ids[i], lc->q->name),
 					 errhint("Restart the server to rebuild the leases from their rows, and report the problem.")));
+		/* counted as it goes, so that an abort undoes exactly this much */
+		pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
+		a->reserved--;
+		lc->flushed = i + 1;
 	}
 	LWLockRelease(QUEUE_LOCK(slot));
 	batch_add(a->lease, n);
-	a->reserved -= n;
-	lc->flushed = a->n;
 }
 
 /*
@@ -699,7 +766,7 @@ QueueLeaseClaimEnd(QueueLeaseClaim *lc)
 	args[3] = Int32GetDatum(MyProcPid);
 	args[4] = TimestampTzGetDatum(MyStartTimestamp);
 	args[5] = PointerGetDatum(construct_array(ids, a->n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(lc->q, PLAN_LEASE_INSERT), args, NULL, false, 0),
+	queue_spi_check(lease_statement(lc->q, PLAN_LEASE_INSERT, args, 0),
 					SPI_OK_INSERT, 1, "record a lease", lc->q->name);
 	return a->n;
 }
@@ -720,7 +787,7 @@ QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info)
 
 	if (lease_jobs == NULL ||
 		pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(q->qno)]) == 0 ||
-		!job_find(id, &job) || !batch_get(job.lease, &b))
+		!job_find(id, &job) || has_left(id) || !batch_get(job.lease, &b))
 		return false;
 	if (TransactionIdIsValid(b.xid) && !TransactionIdIsCurrentTransactionId(b.xid))
 		return false;			/* not committed: nobody can have it yet */
@@ -731,38 +798,51 @@ QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info)
 	return true;
 }
 
+/* Job id left lease: its entry goes at commit. */
+void
+QueueLeaseDone(int32 qno, int64 lease, int64 id)
+{
+	LeaseAction *a = new_action(LA_DONE, qno, lease, 1);
+
+	action_add_id(a, id);
+	note_left(id);
+}
+
 /*
- * Job id left lease: its entry goes at commit.  Returns whether it was
- * the last job of the lease still listed (counting what this transaction
- * did before): the caller then deletes the lease row, and tells us with
- * QueueLeaseBatchGone.
+ * The lease's last job left it: delete its row, and its entry at commit.
+ * Must be called inside QueueSpiBegin.
+ */
+void
+QueueLeaseEnd(QueueInfo *q, int64 lease)
+{
+	Datum		arg = Int64GetDatum(lease);
+	LeaseAction *a;
+
+	queue_spi_check(lease_statement(q, PLAN_LEASE_DELETE, &arg, 1),
+					SPI_OK_DELETE, -1, "end a lease", q->name);
+	a = new_action(LA_DONE, q->qno, lease, 1);
+	a->batch_gone = true;
+}
+
+/*
+ * Whether this transaction finishing n more jobs of lease (besides what it
+ * finished already) leaves none of them.
  */
 bool
-QueueLeaseDone(int32 qno, int64 lease, int64 id)
+QueueLeaseWouldEnd(int64 lease, int n)
 {
 	LeaseBatch	b;
 	int			pending = 0;
 	ListCell   *lc;
-	LeaseAction *a;
 
 	foreach(lc, actions)
 	{
-		a = (LeaseAction *) lfirst(lc);
+		LeaseAction *a = (LeaseAction *) lfirst(lc);
+
 		if (a->kind == LA_DONE && a->lease == lease)
 			pending += a->n;
 	}
-	a = new_action(LA_DONE, qno, lease, 1);
-	action_add_id(a, id);
-	return batch_get(lease, &b) && b.remaining - pending <= 1;
-}
-
-/* This transaction deleted lease's row: its entry goes at commit too. */
-void
-QueueLeaseBatchGone(int32 qno, int64 lease)
-{
-	LeaseAction *a = new_action(LA_DONE, qno, lease, 1);
-
-	a->batch_gone = true;
+	return batch_get(lease, &b) && b.remaining - pending - n <= 0;
 }
 
 /* ---------------------------------------------------------------- transaction end */
@@ -813,8 +893,16 @@ action_commit(LeaseAction *a)
 			break;
 		case LA_DROPPED:
 			for (int i = 0; i < a->n; i++)
-				job_remove(a->ids[i], a->lease);
-			batch_remove(a->lease);
+				if (job_remove(a->ids[i], a->lease))
+					left--;
+			if (a->batch_gone)
+				batch_remove(a->lease);
+			else
+				batch_add(a->lease, left);
+			break;
+		case LA_FORGET_DB:
+			QueueLeaseForget(MyDatabaseId, 0);
+			QueueSharedForgetDatabase(MyDatabaseId);
 			break;
 	}
 }
@@ -825,7 +913,12 @@ lease_xact_callback(XactEvent event, void *arg)
 	ListCell   *lc;
 
 	if (actions == NIL)
+	{
+		if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE &&
+			event != XACT_EVENT_PARALLEL_PRE_COMMIT)
+			left_jobs = NULL;
 		return;
+	}
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
@@ -839,12 +932,14 @@ lease_xact_callback(XactEvent event, void *arg)
 			foreach(lc, actions)
 				action_commit((LeaseAction *) lfirst(lc));
 			actions = NIL;
+			left_jobs = NULL;	/* its memory goes with the transaction */
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			foreach(lc, actions)
 				action_abort((LeaseAction *) lfirst(lc));
 			actions = NIL;
+			left_jobs = NULL;
 			break;
 		default:
 			break;
@@ -858,6 +953,20 @@ lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			nest = GetCurrentTransactionNestLevel();
 	ListCell   *lc;
 
+	if (left_jobs != NULL && (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB))
+	{
+		HASH_SEQ_STATUS status;
+		LeftJob    *e;
+
+		hash_seq_init(&status, left_jobs);
+		while ((e = hash_seq_search(&status)) != NULL)
+			if (e->nest < nest)
+				continue;
+			else if (event == SUBXACT_EVENT_COMMIT_SUB)
+				e->nest = nest - 1;
+			else
+				hash_search(left_jobs, &e->id, HASH_REMOVE, NULL);
+	}
 	if (actions == NIL)
 		return;
 	foreach(lc, actions)
@@ -892,13 +1001,12 @@ QueueLeaseInit(void)
 /*
  * Before fail, extend or release act on job id: if it is under a batch
  * lease, write it as the running row a claim of its own would have left,
- * and take it off its lease row.  The lease row is locked first, as the
- * worker locks it before it returns the lease's jobs: whichever comes
- * second finds the other's work done.  Must be called inside
- * QueueSpiBegin.
+ * and take it off its lease row.  With a token that is not the job's,
+ * nothing happens (the caller then finds the job is not its own).  Must
+ * be called inside QueueSpiBegin.
  */
 void
-QueueLeaseMaterialize(QueueInfo *q, int64 id)
+QueueLeaseMaterialize(QueueInfo *q, int64 id, bool has_token, int32 token)
 {
 	QueueLeased info;
 	Datum		args[5];
@@ -909,9 +1017,26 @@ QueueLeaseMaterialize(QueueInfo *q, int64 id)
 
 	if (!QueueLeaseTracking(q) || !QueueLeaseFind(q, id, &info))
 		return;
+	/*
+	 * A stale token is refused without taking any lock (its attempt is the
+	 * row's next).  Then the job's row is locked, and its lease's row after
+	 * it, as everywhere (see QueueDeleteRunning): the worker, which locks
+	 * a lease's row first, never waits for a job.
+	 */
+	args[0] = Int64GetDatum(id);
+	for (int lock = has_token ? 0 : 1; lock <= 1; lock++)
+	{
+		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, lock ? PLAN_LEASE_LOCK : PLAN_LEASE_ATTEMPT),
+										 args, NULL, !lock, 1),
+						SPI_OK_SELECT, -1, "read a leased job", q->name);
+		if (SPI_processed != 1 ||
+			(has_token &&
+			 DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) + 1 != token))
+			return;
+	}
 	args[0] = Int64GetDatum(info.lease);
 	args[1] = Int64GetDatum(id);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DETACH), args, NULL, false, 1),
+	queue_spi_check(lease_statement(q, PLAN_LEASE_DETACH, args, 1),
 					SPI_OK_UPDATE_RETURNING, -1, "take a job off its lease", q->name);
 	if (SPI_processed == 0)
 		return;					/* the worker ended the lease first */
@@ -923,14 +1048,9 @@ QueueLeaseMaterialize(QueueInfo *q, int64 id)
 	left = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_RUNNING), args, NULL, false, 1),
 					SPI_OK_UPDATE, -1, "mark a leased job running", q->name);
-	(void) QueueLeaseDone(q->qno, info.lease, id);
+	QueueLeaseDone(q->qno, info.lease, id);
 	if (left == 0)
-	{
-		args[0] = Int64GetDatum(info.lease);
-		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_DELETE), args, NULL, false, 1),
-						SPI_OK_DELETE, -1, "end a lease", q->name);
-		QueueLeaseBatchGone(q->qno, info.lease);
-	}
+		QueueLeaseEnd(q, info.lease);
 }
 
 /*
@@ -1002,32 +1122,113 @@ QueueLeaseNextExpiry(int32 qno)
 /* ---------------------------------------------------------------- SQL */
 
 /*
+ * Queue qno, if the role has privilege mode on its job table (or, with
+ * lease_table, on its lease table); raises an error otherwise.  The
+ * functions below are executable by everyone, since the SQL functions call
+ * them as their caller: each needs what its legitimate callers have, and
+ * what would let the role do the same harm anyway.  Must be called inside
+ * QueueSpiBegin.
+ */
+static QueueInfo *
+checked_queue(int32 qno, bool lease_table, AclMode mode)
+{
+	QueueInfo  *q = qno > 0 ? QueueLookupById(qno, true) : NULL;
+	Oid			relid = InvalidOid;
+
+	if (q != NULL)
+		relid = lease_table ? lease_relid(q) : QueueTableRelid(q);
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue number %d does not exist", qno),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
+	if (pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
+	return q;
+}
+
+/*
  * queue._leased(id): whether the job is under a batch lease, for the SQL
- * that acts on ready rows.  It holds the job's row lock (or the queue's
- * leases, _hold_leases), so no claim is leasing the job right now.
+ * that acts on ready rows.  Its caller holds the job's row lock (or the
+ * queue's leases, _hold_leases), so no claim is leasing the job right
+ * now.  Needs SELECT on the job's table, checked once per transaction and
+ * queue: it runs for every ready row a purge or a claim through SPI sees.
  */
 PG_FUNCTION_INFO_V1(queue_leased);
 Datum
 queue_leased(PG_FUNCTION_ARGS)
 {
+	static LocalTransactionId checked_lxid = InvalidLocalTransactionId;
+	static int32 checked_qno = 0;
+	static Oid	checked_user = InvalidOid;
 	int64		id = PG_GETARG_INT64(0);
+	int32		qno = qno_of(id);
 	QueueInfo  *q;
 	bool		leased = false;
 
-	if (lease_jobs == NULL)
+	if (lease_jobs == NULL || id <= 0)
 		PG_RETURN_BOOL(false);
 	QueueSpiBegin();
-	q = QueueLookupById(id, true);
-	if (q != NULL && QueueLeaseTracking(q) &&
+	if (checked_lxid != MyProc->lxid || checked_qno != qno || checked_user != GetUserId())
+	{
+		q = checked_queue(qno, false, ACL_SELECT);
+		checked_lxid = MyProc->lxid;
+		checked_qno = qno;
+		checked_user = GetUserId();
+	}
+	else
+		q = QueueLookupById(id, false);
+	if (QueueLeaseTracking(q) &&
 		pg_atomic_read_u32(&lease_shared->leased[QUEUE_LOCK_NO(q->qno)]) > 0)
-		leased = job_find(id, NULL);
+		leased = job_find(id, NULL) && !has_left(id);
 	QueueSpiEnd();
 	PG_RETURN_BOOL(leased);
 }
 
 /*
+ * queue._lease_claimed_at(id): when the batch lease the job is under was
+ * taken, or NULL; for queue.history(), read as the lease table's owner
+ * (see lease_statement).  Needs SELECT on the job's table.
+ */
+PG_FUNCTION_INFO_V1(queue_lease_claimed_at);
+Datum
+queue_lease_claimed_at(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	QueueInfo  *q;
+	Oid			relid;
+	Datum		arg = Int64GetDatum(id);
+	Oid			argtype = INT8OID;
+	bool		isnull = true;
+	Datum		at = (Datum) 0;
+
+	QueueSpiBegin();
+	q = checked_queue(qno_of(id), false, ACL_SELECT);
+	relid = lease_relid(q);
+	if (OidIsValid(relid))
+	{
+		QueueAsRole as;
+		int			ret;
+
+		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+		ret = SPI_execute_with_args(psprintf("SELECT claimed_at FROM %s WHERE $1 = ANY (ids)",
+											 quote_qualified_identifier("queue", get_rel_name(relid))),
+									1, &argtype, &arg, NULL, true, 1);
+		QueueAsRoleEnd(&as);
+		queue_spi_check(ret, SPI_OK_SELECT, -1, "read the leases", q->name);
+		if (SPI_processed == 1)
+			at = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	QueueSpiEnd();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(at);
+}
+
+/*
  * queue._hold_leases(qno): until commit, no batch lease of the queue
- * starts or is loaded, and the batch claims in flight are over.
+ * starts or is loaded, and the batch claims in flight are over.  Needs
+ * DELETE on the job table (queue.purge, which holds them, deletes jobs).
  */
 PG_FUNCTION_INFO_V1(queue_hold_leases);
 Datum
@@ -1035,14 +1236,17 @@ queue_hold_leases(PG_FUNCTION_ARGS)
 {
 	int32		qno = PG_GETARG_INT32(0);
 
-	queue_check_writer(qno);
+	QueueSpiBegin();
+	(void) checked_queue(qno, false, ACL_DELETE);
+	QueueSpiEnd();
 	(void) lock_leases(qno, ExclusiveLock, true);
 	PG_RETURN_VOID();
 }
 
 /*
  * queue._share_leases(qno): the worker ends leases only where nothing
- * holds them still, and does not wait for that.
+ * holds them still, and does not wait for that.  Needs DELETE on the
+ * lease table.
  */
 PG_FUNCTION_INFO_V1(queue_share_leases);
 Datum
@@ -1050,32 +1254,76 @@ queue_share_leases(PG_FUNCTION_ARGS)
 {
 	int32		qno = PG_GETARG_INT32(0);
 
-	queue_check_writer(qno);
+	QueueSpiBegin();
+	(void) checked_queue(qno, true, ACL_DELETE);
+	QueueSpiEnd();
 	PG_RETURN_BOOL(lock_leases(qno, ShareLock, false));
 }
 
 /*
- * queue._lease_dropped(qno, lease, ids): this transaction deleted the
- * lease's row and wrote its jobs: their entries go at commit.
+ * queue._lease_dropped(qno, lease, ids): this transaction took the jobs
+ * ids off the lease (deleting its row, or taking them off it) and wrote
+ * them: their entries go at commit, and the lease's if its row is gone.
+ * Needs DELETE on the lease table, and the row must no longer list them:
+ * nothing else may take jobs out of a lease.
  */
 PG_FUNCTION_INFO_V1(queue_lease_dropped);
 Datum
 queue_lease_dropped(PG_FUNCTION_ARGS)
 {
 	int32		qno = PG_GETARG_INT32(0);
+	int64		lease = PG_GETARG_INT64(1);
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(2);
 	Datum	   *ids;
 	bool	   *nulls;
 	int			n;
+	QueueInfo  *q;
 	LeaseAction *a;
+	Datum		arg = Int64GetDatum(lease);
 
-	queue_check_writer(qno);
+	Oid			argtypes[2] = {INT8OID, INT8ARRAYOID};
+	Datum		args[2];
+	bool		gone;
+	bool		isnull;
+
+	QueueSpiBegin();
+	q = checked_queue(qno, true, ACL_DELETE);
+	args[0] = arg;
+	args[1] = PointerGetDatum(arr);
+	queue_spi_check(SPI_execute_with_args(psprintf("SELECT ids && $2 FROM %s WHERE lease = $1",
+												   quote_qualified_identifier("queue",
+																			  get_rel_name(lease_relid(q)))),
+										  2, argtypes, args, NULL, false, 1),
+					SPI_OK_SELECT, -1, "read the leases", q->name);
+	gone = SPI_processed == 0;
+	if (!gone && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lease " INT64_FORMAT " of queue \"%s\" still lists the jobs", lease, q->name),
+				 errhint("Take them off the lease's row first; queue._lease_dropped() is for the queue's upkeep.")));
+	QueueSpiEnd();
 	if (lease_jobs == NULL)
 		PG_RETURN_VOID();
 	deconstruct_array(arr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, &nulls, &n);
-	a = new_action(LA_DROPPED, qno, PG_GETARG_INT64(1), n);
+	a = new_action(LA_DROPPED, qno, lease, n);
+	a->batch_gone = gone;
 	for (int i = 0; i < n; i++)
-		if (!nulls[i])
+		if (!nulls[i] && qno_of(DatumGetInt64(ids[i])) == qno)
+		{
 			action_add_id(a, DatumGetInt64(ids[i]));
+			note_left(DatumGetInt64(ids[i]));
+		}
 	PG_RETURN_VOID();
+}
+
+/*
+ * DROP EXTENSION queue (or DROP SCHEMA queue) in this transaction: at
+ * commit, what shared memory holds of this database's queues goes, so
+ * that queues made again (or restored from a dump) with the same numbers
+ * start afresh.
+ */
+void
+QueueLeaseDroppingExtension(void)
+{
+	(void) new_action(LA_FORGET_DB, 0, 0, 1);
 }

@@ -291,8 +291,9 @@ QueueLookupById(int64 id, bool missing_ok)
 	return q;
 }
 
-int64
-QueueNextSeq(QueueInfo *q)
+/* The queue's sequence, queue."q_<name>$seq". */
+Oid
+QueueSeqRelid(QueueInfo *q)
 {
 	if (!OidIsValid(q->seqid))
 	{
@@ -306,7 +307,13 @@ QueueNextSeq(QueueInfo *q)
 					 errmsg("sequence queue.\"%s\" of queue \"%s\" is missing", seqname, q->name),
 					 errhint("The queue's objects were changed by hand; drop and re-create the queue.")));
 	}
-	return nextval_internal(q->seqid, true);
+	return q->seqid;
+}
+
+int64
+QueueNextSeq(QueueInfo *q)
+{
+	return nextval_internal(QueueSeqRelid(q), true);
 }
 
 /*
@@ -521,10 +528,16 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		case PLAN_LEASE_DELETE:
 			appendStringInfo(&buf, "DELETE FROM %s WHERE lease = $1", l);
 			break;
+		case PLAN_LEASE_LOCK:
+			appendStringInfo(&buf, "SELECT attempt FROM %s WHERE id = $1 AND state = 'ready' FOR UPDATE", t);
+			break;
 		case PLAN_LEASE_DETACH:
 			appendStringInfo(&buf,
 							 "UPDATE %s SET ids = array_remove(ids, $2) WHERE lease = $1 AND $2 = ANY (ids)"
 							 " RETURNING claimed_at, lease_until, owner_pid, owner_start, cardinality(ids)", l);
+			break;
+		case PLAN_LEASE_ATTEMPT:
+			appendStringInfo(&buf, "SELECT attempt FROM %s WHERE id = $1 AND state = 'ready'", t);
 			break;
 		case PLAN_LEASE_RUNNING:
 			appendStringInfo(&buf,
@@ -670,6 +683,8 @@ plan_args(QueuePlanId which, Oid *types)
 			}
 			break;
 		case PLAN_LEASE_DELETE:
+		case PLAN_LEASE_LOCK:
+		case PLAN_LEASE_ATTEMPT:
 			types[0] = INT8OID;
 			return 1;
 		case PLAN_LEASE_DETACH:

@@ -66,8 +66,10 @@ typedef enum QueuePlanId
 	PLAN_ARCHIVE_HELD,			/* archive held jobs completed in their claim's transaction */
 	PLAN_LEASE_INSERT,			/* the row of a batch lease (lease.c) */
 	PLAN_LEASE_DELETE,			/* ... gone with its last job */
+	PLAN_LEASE_LOCK,			/* a leased job's row, locked before it leaves */
 	PLAN_LEASE_DETACH,			/* a job leaves its batch lease ... */
 	PLAN_LEASE_RUNNING,			/* ... and is written as a running row */
+	PLAN_LEASE_ATTEMPT,			/* the attempt a leased job's row has */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -141,6 +143,7 @@ extern SPIPlanPtr QueueGetPlan(QueueInfo *q, QueuePlanId which);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern int64 QueueNextSeq(QueueInfo *q);
+extern Oid	QueueSeqRelid(QueueInfo *q);
 extern Oid	QueueTableRelid(QueueInfo *q);
 
 /* insert.c: rows into a queue's tables, without the executor */
@@ -229,6 +232,7 @@ extern void QueueCursorLower(int32 qno, int32 prio, int64 rank);
 extern void QueueCursorReset(int32 qno);
 extern void QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now);
 extern void QueueSharedForget(int32 qno);
+extern void QueueSharedForgetDatabase(Oid dboid);
 extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);
 extern bool QueuePromoteDue(int32 qno, TimestampTz now);
@@ -261,10 +265,12 @@ extern void QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData
 extern void QueueLeaseFlush(QueueLeaseClaim *lc);
 extern int	QueueLeaseClaimEnd(QueueLeaseClaim *lc);
 extern bool QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info);
-extern bool QueueLeaseDone(int32 qno, int64 lease, int64 id);
-extern void QueueLeaseBatchGone(int32 qno, int64 lease);
-extern void QueueLeaseMaterialize(QueueInfo *q, int64 id);
+extern void QueueLeaseDone(int32 qno, int64 lease, int64 id);
+extern void QueueLeaseEnd(QueueInfo *q, int64 lease);
+extern bool QueueLeaseWouldEnd(int64 lease, int n);
+extern void QueueLeaseMaterialize(QueueInfo *q, int64 id, bool has_token, int32 token);
 extern void QueueLeaseForget(Oid dboid, int32 qno);
+extern void QueueLeaseDroppingExtension(void);
 extern TimestampTz QueueLeaseNextExpiry(int32 qno);
 
 /* wake.c: waking workers and waiting claims */

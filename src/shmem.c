@@ -398,6 +398,23 @@ QueueSharedForget(int32 qno)
 	LWLockRelease(queue_shared_lock);
 }
 
+/* Every queue of database dboid forgets its shared state. */
+void
+QueueSharedForgetDatabase(Oid dboid)
+{
+	HASH_SEQ_STATUS status;
+	QueueShared *e;
+
+	if (queue_shared_hash == NULL)
+		return;
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, queue_shared_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.dboid == dboid)
+			hash_search(queue_shared_hash, &e->key, HASH_REMOVE, NULL);
+	LWLockRelease(queue_shared_lock);
+}
+
 /*
  * Whether lease.c has loaded queue qno's batch leases into shared memory:
  * 1 yes, 0 not yet, -1 the queue has no shared state (no batch leases).

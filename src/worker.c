@@ -790,6 +790,14 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	ListCell   *lc;
 
 	QueueListenUtility(parsetree);
+	if (IsA(parsetree, DropStmt) &&
+		(((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION ||
+		 ((DropStmt *) parsetree)->removeType == OBJECT_SCHEMA))
+	{
+		foreach(lc, ((DropStmt *) parsetree)->objects)
+			if (IsA(lfirst(lc), String) && strcmp(strVal(lfirst(lc)), "queue") == 0)
+				QueueLeaseDroppingExtension();
+	}
 	if (IsA(parsetree, DropdbStmt))
 		dbname = ((DropdbStmt *) parsetree)->dbname;
 	else if (IsA(parsetree, RenameStmt) &&
@@ -833,8 +841,7 @@ queue_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	 */
 	if (IsA(parsetree, CreatedbStmt))
 	{
-		Oid			db = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
-
+		db = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
 		if (OidIsValid(db))
 			QueueXactRegisterDatabase(db);
 	}

@@ -5,7 +5,9 @@
 # scheduled on the primary that come due while the standby is still in
 # recovery stay scheduled there; once it is promoted a launcher and a worker
 # appear within seconds, promote the overdue job at once, and promote and
-# announce (NOTIFY) the jobs that come due later on time.
+# announce (NOTIFY) the jobs that come due later on time.  Batch leases
+# (src/lease.c) live in shared memory, which replay does not update: a
+# standby must not load them, and a promoted one loads them afresh.
 
 use strict;
 use warnings;
@@ -56,8 +58,27 @@ SELECT queue.enqueue('s', '{"j": "later"}', run_at => clock_timestamp() + interv
 });
 my ($overdue_at, $later_at) = split /\n/, $primary->safe_psql('app',
 	"SELECT extract(epoch FROM run_at) FROM queue._job WHERE id IN ($overdue, $later) ORDER BY id");
+
+# Batch leases: s1 leases 3 jobs and the standby looks at them (queue.stats
+# asks shared memory about leases); s1 leaves, so that the primary's worker
+# returns them; s2 then leases the 3 others and is still connected when the
+# primary stops.
+$primary->safe_psql('app', q{SELECT queue.create('b', lease => '1 hour');
+	SELECT count(queue.enqueue('b', jsonb_build_object('n', i))) FROM generate_series(1, 6) i});
+my $s1 = QueueTestSession->new($primary, 'app', 'lease_s1');
+is($s1->query(q{SELECT count(*) FROM queue.claim('b', 3)}), '3', 's1 takes a batch lease on 3 jobs');
 $primary->wait_for_catchup($standby);
-settle($primary);
+is($standby->safe_psql('app', q{SELECT running, ready FROM queue.stats WHERE queue = 'b'}),
+	'3|3', 'the standby sees them running');
+$s1->close;
+ok( defined poll_for($primary, 'app',
+		q{SELECT count(*) FROM queue.jobs WHERE queue = 'b' AND state = 'ready' AND attempt = 1}, '3', 10),
+	'the primary returns them once s1 has gone');
+my $s2 = QueueTestSession->new($primary, 'app', 'lease_s2');
+is($s2->query(q{SELECT string_agg(attempt::text, ',') FROM queue.claim('b', 3)}),
+	'1,1,1', 's2 takes a batch lease on the 3 others');
+$primary->wait_for_catchup($standby);
+settle($primary, $s2->{pid});
 $primary->stop;
 # (the primary's worker would have promoted the job had it been running then)
 my $stopped_in_time = time < $overdue_at - 0.1;
@@ -67,7 +88,7 @@ ok($stopped_in_time, 'the primary stopped before the first job came due')
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'the standby is in recovery');
-is($standby->safe_psql('app', 'SELECT count(*) FROM queue.jobs'),
+is($standby->safe_psql('app', q{SELECT count(*) FROM queue.jobs WHERE queue = 's'}),
 	'2', 'the standby has the jobs');
 my ($ret, $out, $err) = $standby->psql('app', q{SELECT * FROM queue.claim('s')});
 like($err, qr/read-only transaction/, 'a claim on the standby fails as read-only');
@@ -131,6 +152,15 @@ is( $standby->safe_psql('app',
 		q{SELECT string_agg(payload->>'j', ',' ORDER BY id) FROM queue.claim('s', 10)}),
 	'overdue,later,new', 'all three jobs are claimable on the promoted node');
 
+# s2's lease outlived its claimer: the worker returns its jobs; s1's jobs,
+# returned before, were never the standby's to hold on to
+ok( defined poll_for($standby, 'app',
+		q{SELECT count(*) FROM queue.jobs WHERE queue = 'b' AND state = 'ready'}, '6', 10),
+	'after promotion all 6 batch jobs are ready');
+is( $standby->safe_psql('app',
+		q{SELECT string_agg(attempt::text, ',') FROM queue.claim('b', 10)}),
+	'2,2,2,2,2,2', 'and claimable, each at its second attempt');
+
 listener_stop($listen);
 settle($standby);
 $standby->stop;
@@ -148,8 +178,8 @@ for my $n ($primary, $standby)
 	is(join("\n", grep { /PANIC|TRAP:|was terminated by signal/ } @lines),
 		'', "$name: no PANIC, TRAP or crash");
 	# (the standby's walreceiver complains when the primary goes away, and
-	# is terminated at promotion)
-	is(join("\n", grep { /\bFATAL:/ && !/\[walreceiver\] FATAL:  / } @lines),
+	# is terminated at promotion; s2 is terminated with the primary)
+	is(join("\n", grep { /\bFATAL:/ && !/\[walreceiver\] FATAL:  / && !/ lease_s2 FATAL:  / } @lines),
 		'', "$name: no FATAL but the walreceiver's");
 }
 

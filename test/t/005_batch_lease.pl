@@ -88,8 +88,68 @@ is( $node->safe_psql('postgres', qq{SELECT state, attempt FROM queue.archive WHE
 	'done|1', 'the job completed after the crash is archived at attempt 1');
 $consumer->close;
 
+# With the worker back: DROP EXTENSION takes what shared memory knew of
+# the database's leases along, so that queues made again, or restored
+# from a dump, whose jobs have the same ids are not held by leases of the
+# dropped ones.
+$node->append_conf('postgresql.conf', "max_worker_processes = 8");
+$node->restart;
+$node->safe_psql('postgres', 'CREATE DATABASE dx');
+my $fill = q{SELECT string_agg(queue.enqueue('dx', jsonb_build_object('n', i))::text, ',' ORDER BY i)
+	FROM generate_series(1, 3) i};
+$node->safe_psql('dx', q{CREATE EXTENSION queue; SELECT queue.create('dx', lease => '1 hour')});
+my $dx_ids = $node->safe_psql('dx', $fill);
+my $dump = PostgreSQL::Test::Utils::tempdir . '/dx.sql';
+$node->command_ok([ 'pg_dump', '-d', $node->connstr('dx'), '-f', $dump ], 'dx dumped');
+my $dx_holder = QueueTestSession->new($node, 'dx', 'dx_holder');
+is($dx_holder->query(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM queue.claim('dx', 3)}),
+	$dx_ids, 'then a session takes a batch lease on the 3 jobs of queue dx');
+$node->safe_psql('dx', q{DROP EXTENSION queue CASCADE; DROP SCHEMA queue});
+$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('dx'), '-f', $dump ],
+	'the extension dropped and the dump restored');
+is($node->safe_psql('dx', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM queue.claim('dx', 10)}),
+	$dx_ids, 'the restored jobs, with the ids of the leased ones, are claimable');
+$dx_holder->query(q{SELECT count(*) FROM queue.claim('dx', 3)});
+$node->safe_psql('dx', q{DROP EXTENSION queue CASCADE; CREATE EXTENSION queue; SELECT queue.create('dx')});
+is($node->safe_psql('dx', $fill), $dx_ids, 'dropped and made again, the queue\'s new jobs have the same ids');
+is($node->safe_psql('dx', q{SELECT count(*) FROM queue.claim('dx', 10)}),
+	'3', 'and they are claimable');
+$dx_holder->close;
+
+# A consumer that finishes one job of a batch in a transaction it keeps
+# open past the lease holds up neither the worker nor the lease's other
+# jobs: the worker returns what it can and keeps the job being finished
+# under the lease until the consumer is done.
+$node->safe_psql('postgres', q{SELECT queue.create('st1'); SELECT queue.create('st2');
+	SELECT count(queue.enqueue('st1', jsonb_build_object('n', i))) FROM generate_series(1, 2) i;
+	SELECT queue.enqueue('st2', '{}')});
+my $slow = QueueTestSession->new($node, 'postgres', 'slow_consumer');
+my ($x1, $x2) = split /,/, $slow->query(
+	q{SELECT string_agg(id::text, ',' ORDER BY id) FROM queue.claim('st1', 2, lease => '500 ms')});
+is($slow->query(qq{BEGIN; SELECT queue.complete($x1, 1)}), 't', 'the consumer completes one job, and keeps its transaction open');
+my $other = QueueTestSession->new($node, 'postgres', 'other_consumer');
+is($other->query(q{SELECT count(*) FROM queue.claim('st2', 5, lease => '500 ms')}), '1',
+	'another consumer takes a batch lease on another queue');
+my $st_mon = QueueTestSession->new($node, 'postgres', 'st_mon');
+ok( defined poll_for($st_mon,
+		q{SELECT count(*) FROM queue.jobs WHERE queue = 'st2' AND state = 'ready' AND last_error = 'lease expired'},
+		'1', 10),
+	'the other lease is returned when it runs out');
+is( $node->safe_psql('postgres', qq{SELECT state, attempt, last_error FROM queue.jobs WHERE id = $x2}),
+	'ready|1|lease expired', 'so is the job of the first lease nobody is finishing');
+is($node->safe_psql('postgres', qq{SELECT state FROM queue.jobs WHERE id = $x1}),
+	'running', 'the job being completed stays under the lease');
+is($slow->query('COMMIT'), '', 'the consumer commits');
+is($node->safe_psql('postgres', qq{SELECT state, attempt FROM queue.archive WHERE id = $x1}),
+	'done|1', 'its job is done');
+ok(defined poll_for($st_mon, q{SELECT count(*) FROM queue.l_st1}, '0', 10),
+	'and the lease row goes at the worker\'s next pass');
+$slow->close;
+$other->close;
+$st_mon->close;
+
 # queue.max_leased_jobs = 0: claims mark each job running.
-$node->append_conf('postgresql.conf', "max_worker_processes = 8\nqueue.max_leased_jobs = 0");
+$node->append_conf('postgresql.conf', "queue.max_leased_jobs = 0");
 $node->restart;
 $node->safe_psql('postgres', q{SELECT queue.create('bm', lease => '1 hour');
 	SELECT count(queue.enqueue('bm', jsonb_build_object('m', i))) FROM generate_series(1, 3) i});
