@@ -45,13 +45,15 @@ LANGUAGE sql AS $$
      ORDER BY h.n
 $$;
 -- the jobs of queue q, as queue.jobs shows them and as their rows are
+-- (in_lease: a lease row lists the job at the attempt its row has)
 CREATE FUNCTION pg_temp.jobs(q text)
 RETURNS TABLE (n text, state text, attempt int, claimed boolean, leased boolean, row_state text, in_lease boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY EXECUTE format($f$
         SELECT j.payload->>'n', j.state, j.attempt, j.claimed_at IS NOT NULL, j.lease_until > now(),
-               r.state::text, EXISTS (SELECT 1 FROM queue.%I l WHERE r.id = ANY (l.ids))
+               r.state::text, EXISTS (SELECT 1 FROM queue.%I l, unnest(l.ids, l.attempts) u(id, attempt)
+                                       WHERE u.id = r.id AND u.attempt = r.attempt)
           FROM queue.jobs j JOIN queue.%I r USING (id)
          WHERE j.queue = %L ORDER BY j.id$f$, 'l_' || q, 'q_' || q, q);
 END
@@ -131,6 +133,7 @@ SELECT queue.fail(:o1, 'boom', attempt => 1);
 SELECT queue.extend(:o2, '2 hours', attempt => 1) > now() + interval '90 minutes' AS extended;
 SELECT queue.release(:o3, attempt => 1);
 SELECT * FROM pg_temp.jobs('ls_one');
+-- (their lease row still lists them, but at the attempts they had)
 SELECT cardinality(ids) AS listed FROM queue.l_ls_one;
 SELECT * FROM pg_temp.hist(:o1);
 SELECT * FROM pg_temp.hist(:o3);
@@ -155,6 +158,33 @@ SELECT * FROM pg_temp.jobs('ls_same');
 COMMIT;
 SELECT * FROM pg_temp.jobs('ls_same');
 SELECT cardinality(ids) AS listed FROM queue.l_ls_same;
+
+-- a job taken off its lease in a transaction of its own can be claimed
+-- in the same one (marked running, since its entry goes only at commit)
+SELECT queue.create('ls_redo', lease => '1 hour');
+SELECT count(*) FROM queue.enqueue_batch('ls_redo', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+SELECT count(*) FROM queue.claim('ls_redo', 2);
+DO $$
+DECLARE
+    x bigint;
+BEGIN
+    SELECT min(u.id) INTO x FROM queue.l_ls_redo, unnest(ids) u(id);
+    PERFORM queue.release(x);
+    PERFORM queue.claim('ls_redo', 10);
+END
+$$;
+SELECT * FROM pg_temp.jobs('ls_redo');
+
+-- a table rewritten under its leased jobs: complete finds them by id
+SELECT queue.create('ls_rewrite', lease => '1 hour');
+SELECT count(*) FROM queue.enqueue_batch('ls_rewrite',
+    ARRAY(SELECT jsonb_build_object('n', i) FROM generate_series(1, 300) i));
+SELECT queue.complete(ARRAY(SELECT id FROM queue.claim('ls_rewrite', 250)));
+SELECT array_agg(id ORDER BY id) AS ids FROM queue.claim('ls_rewrite', 5) \gset
+VACUUM FULL queue.q_ls_rewrite;
+SELECT queue.complete((:'ids'::bigint[])[1], 1);
+SELECT queue.complete(:'ids'::bigint[]);
+SELECT count(*) AS leases FROM queue.l_ls_rewrite;
 
 --
 -- management: a job under a batch lease is running
@@ -287,9 +317,14 @@ SELECT queue._lease_dropped(:sec_qno, :sec_lease, :'ids'::bigint[]);
 SELECT queue._hold_leases(:sec_qno);
 SELECT queue._share_leases(:sec_qno);
 SELECT queue._leased((:'ids'::bigint[])[1]);
-SELECT queue._lease_claimed_at((:'ids'::bigint[])[1]);
+SELECT queue._lease_claimed_at((:'ids'::bigint[])[1], 0);
 RESET ROLE;
 CALL pg_temp.try(format('SELECT queue._lease_dropped(%s, $1, %L)', :sec_qno, :'ids'), :sec_lease);
+-- nor through another queue's number
+SELECT queue.create('ls_sec2');
+SELECT qno AS other_qno FROM queue.queue_config WHERE name = 'ls_sec2' \gset
+CALL pg_temp.try(format('SELECT queue._lease_dropped(%s, $1, ''{}'')', :other_qno), :sec_lease);
+SELECT queue.drop('ls_sec2');
 SELECT queue._leased((:'ids'::bigint[])[1]) AS still_leased;
 SELECT payload->>'n' AS n FROM queue.claim('ls_sec', 10);
 SELECT queue.drop('ls_sec');

@@ -112,8 +112,9 @@ $$;
 /*
  * Batch leases (src/lease.c): a claim of several jobs in a transaction of
  * its own leaves their rows 'ready' and as they are, and records one row
- * here naming them all.  A job is running under such a lease while its row
- * is 'ready' and a lease row lists it.
+ * here naming them all, with the attempt each row had.  A job is running
+ * under such a lease while its row is 'ready' at that attempt: writing the
+ * row (as fail, extend, release and the worker do) takes it off the lease.
  */
 CREATE TABLE queue._lease (
     lease       bigint NOT NULL,
@@ -121,7 +122,8 @@ CREATE TABLE queue._lease (
     claimed_at  timestamptz NOT NULL,
     owner_start timestamptz,
     owner_pid   int,
-    ids         bigint[] NOT NULL
+    ids         bigint[] NOT NULL,
+    attempts    int[] NOT NULL
 );
 
 -- max_running: one row per allowed running job; job is who holds it
@@ -176,9 +178,16 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_leased'
 LANGUAGE C VOLATILE STRICT;
 
-CREATE FUNCTION queue._lease_claimed_at(id bigint)
+CREATE FUNCTION queue._lease_claimed_at(id bigint, attempt int)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'queue_lease_claimed_at'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._take_leases(qno int,
+    OUT lease bigint, OUT ids bigint[], OUT attempts int[], OUT claimed_at timestamptz,
+    OUT lease_until timestamptz, OUT owner_pid int, OUT owner_start timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'queue_take_leases'
 LANGUAGE C VOLATILE STRICT;
 
 CREATE FUNCTION queue._hold_leases(qno int)
@@ -474,20 +483,13 @@ AS $$
 DECLARE
     l record;
 BEGIN
-    PERFORM queue._hold_leases(r.qno);
-    -- the jobs' rows first, the leases' after, as everywhere (src/lease.c)
-    EXECUTE format($q$
-        SELECT count(*) FROM (SELECT id FROM queue.%I WHERE state = 'ready'
-                               AND id = ANY (ARRAY(SELECT unnest(ids) FROM queue.%I))
-                             ORDER BY id FOR UPDATE) j$q$, 'q_' || r.name, 'l_' || r.name);
-    FOR l IN EXECUTE format('DELETE FROM queue.%I RETURNING lease, ids, claimed_at, lease_until, owner_pid, owner_start',
-                            'l_' || r.name) LOOP
+    FOR l IN SELECT * FROM queue._take_leases(r.qno) LOOP
         EXECUTE format($q$
-            UPDATE queue.%I SET state = 'running', attempt = attempt + 1, claimed_at = $2, lease_until = $3,
-                   owner_pid = $4, owner_start = $5
-             WHERE id = ANY ($1) AND state = 'ready'$q$, 'q_' || r.name)
-        USING l.ids, l.claimed_at, l.lease_until, l.owner_pid, l.owner_start;
-        PERFORM queue._lease_dropped(r.qno, l.lease, l.ids);
+            UPDATE queue.%I j SET state = 'running', attempt = j.attempt + 1, claimed_at = $2,
+                   lease_until = $3, owner_pid = $4, owner_start = $5
+              FROM unnest($1, $6) u(id, attempt)
+             WHERE j.id = u.id AND j.attempt = u.attempt AND j.state = 'ready'$q$, 'q_' || r.name)
+        USING l.ids, l.claimed_at, l.lease_until, l.owner_pid, l.owner_start, l.attempts;
     END LOOP;
 END
 $$;
@@ -759,9 +761,10 @@ SELECT c.name AS queue,
        j.last_error
   FROM queue._job j
   JOIN queue.queue_config c ON c.qno = j.id % 1000000
-  -- jobs under a batch lease: ready rows a lease lists (src/lease.c)
-  LEFT JOIN (SELECT unnest(b.ids) AS id, b.claimed_at, b.lease_until FROM queue._lease b) l
-         ON l.id = j.id AND j.state = 'ready'
+  -- jobs under a batch lease: ready rows at the attempt a lease lists (src/lease.c)
+  LEFT JOIN (SELECT u.id, u.attempt, b.claimed_at, b.lease_until
+               FROM queue._lease b, unnest(b.ids, b.attempts) AS u(id, attempt)) l
+         ON l.id = j.id AND l.attempt = j.attempt AND j.state = 'ready'
 UNION ALL
 -- jobs the current transaction claimed: running, to it (src/held.c)
 SELECT c.name, h.id, 'running', h.payload, h.priority, h.run_at, h.attempt,
@@ -842,7 +845,7 @@ BEGIN
        INTO job USING id;
     -- under a batch lease, the job's claim is the lease's (src/lease.c)
     IF job.state = 'ready' THEN
-        leased_at := queue._lease_claimed_at(id);
+        leased_at := queue._lease_claimed_at(id, job.attempt);
         IF leased_at IS NOT NULL THEN
             job.claimed_at := leased_at;
             job.attempt := job.attempt + 1;
@@ -1212,63 +1215,10 @@ DECLARE
     nd bigint;
     got bigint[];
     rest bigint[];
+    rest_attempts int[];
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
-
-    -- Batch leases that ran out or whose claimer is gone (src/lease.c):
-    -- their jobs are ready rows, returned as running ones would be.  Not
-    -- while something holds the queue's leases still, and without waiting.
-    -- (Claims take batch leases only while one role owns both tables; a
-    -- job table given to another role by hand leaves leases from before
-    -- to a superuser's tick().)
-    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
-    IF leases AND queue._share_leases(r.qno) THEN
-        FOR l IN EXECUTE format($q$
-            SELECT lease, ids, claimed_at, lease_until FROM queue.%1$I
-             WHERE lease_until < $2
-                OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
-             ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED$q$, 'l_' || r.name) USING batch, t
-        LOOP
-            -- Without waiting: a job a consumer is finishing right now
-            -- stays under the lease until the next pass (which, if the
-            -- consumer rolls back, returns it).
-            EXECUTE format($q$
-                WITH j AS (SELECT id FROM queue.%1$I WHERE id = ANY ($1) AND state = 'ready'
-                           FOR UPDATE SKIP LOCKED),
-                u AS (
-                UPDATE queue.%1$I q
-                   SET state = CASE WHEN q.attempt + 1 - q.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
-                       attempt = q.attempt + 1,
-                       rank = nextval('queue.%2$I'),
-                       run_at = greatest(q.run_at, $3),
-                       claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
-                       last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                       history = coalesce(q.history, '[]') || jsonb_build_object(
-                           'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                           'at', $3, 'attempt', q.attempt + 1, 'claimed_at', $4)
-                  FROM j WHERE q.id = j.id
-                 RETURNING q.id, q.state)
-                SELECT count(*), count(*) FILTER (WHERE state = 'dead'), coalesce(array_agg(id), '{}') FROM u$q$, q, seq)
-            INTO n, nd, got USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until;
-            EXECUTE format($q$SELECT coalesce(array_agg(id), '{}') FROM queue.%I
-                               WHERE id = ANY ($1) AND state = 'ready' AND id <> ALL ($2)$q$, q)
-            INTO rest USING l.ids, got;
-            IF cardinality(rest) = 0 THEN
-                EXECUTE format('DELETE FROM queue.%I WHERE lease = $1', 'l_' || r.name) USING l.lease;
-            ELSE
-                EXECUTE format('UPDATE queue.%I SET ids = $2, lease_until = greatest(lease_until, $3)'
-                               ' WHERE lease = $1', 'l_' || r.name)
-                USING l.lease, rest, t + interval '1 second';
-            END IF;
-            PERFORM queue._lease_dropped(r.qno, l.lease,
-                ARRAY(SELECT i FROM unnest(l.ids) i WHERE i <> ALL (rest)));
-            n_lease := n_lease + n;
-            n_lease_dead := n_lease_dead + nd;
-        END LOOP;
-    END IF;
 
     EXECUTE format($q$
         WITH u AS (
@@ -1296,10 +1246,9 @@ BEGIN
     IF expired > 0 THEN
         PERFORM queue._free_slots(r.qno, expired_ids);
     END IF;
-    PERFORM queue._count(r.qno, 'running', 'dead', n_dead + n_lease_dead);
-    PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead + n_lease - n_lease_dead);
+    PERFORM queue._count(r.qno, 'running', 'dead', n_dead);
+    PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead);
     PERFORM queue._advance_groups(r.qno, dead_groups);
-    expired := expired + n_lease;
 
     EXECUTE format($q$
         UPDATE queue.%1$I j
@@ -1315,6 +1264,68 @@ BEGIN
     deleted := 0;
     IF cleanup THEN
         deleted := queue._rotate_archive(r, t);
+    END IF;
+
+    -- Batch leases that ran out or whose claimer is gone (src/lease.c):
+    -- their jobs are ready rows, returned as running ones would be.  Last,
+    -- so that the lease rows it locks are not held while the steps above
+    -- wait (for a group's lock, say); not while something holds the
+    -- queue's leases still; and without waiting for a row: a job some
+    -- transaction is finishing stays under its lease (kept a second
+    -- longer) until the next pass, which returns it if that transaction
+    -- rolled back.  (Claims take batch leases only while one role owns
+    -- both tables; a job table given to another role by hand leaves
+    -- leases from before to a superuser's tick().)
+    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
+    IF leases AND queue._share_leases(r.qno) THEN
+        FOR l IN EXECUTE format($q$
+            SELECT lease, ids, attempts, claimed_at, lease_until FROM queue.%1$I
+             WHERE lease_until < $2
+                OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
+             ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED$q$, 'l_' || r.name) USING batch, t
+        LOOP
+            EXECUTE format($q$
+                WITH j AS (SELECT q.id FROM queue.%1$I q, unnest($1, $6) u(id, attempt)
+                            WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
+                              FOR UPDATE OF q SKIP LOCKED),
+                u AS (
+                UPDATE queue.%1$I q
+                   SET state = CASE WHEN q.attempt + 1 - q.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+                       attempt = q.attempt + 1,
+                       rank = nextval('queue.%2$I'),
+                       run_at = greatest(q.run_at, $3),
+                       claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
+                       last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                       history = coalesce(q.history, '[]') || jsonb_build_object(
+                           'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                           'at', $3, 'attempt', q.attempt + 1, 'claimed_at', $4)
+                  FROM j WHERE q.id = j.id
+                 RETURNING q.id, q.state)
+                SELECT count(*), count(*) FILTER (WHERE state = 'dead'), coalesce(array_agg(id), '{}') FROM u$q$, q, seq)
+            INTO n, nd, got USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until, l.attempts;
+            -- what it could not lock: jobs still at the lease's attempt
+            EXECUTE format($q$SELECT coalesce(array_agg(u.id), '{}'), coalesce(array_agg(u.attempt), '{}')
+                                FROM queue.%I q, unnest($1, $2) u(id, attempt)
+                               WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
+                                 AND u.id <> ALL ($3)$q$, q)
+            INTO rest, rest_attempts USING l.ids, l.attempts, got;
+            IF cardinality(rest) = 0 THEN
+                EXECUTE format('DELETE FROM queue.%I WHERE lease = $1', 'l_' || r.name) USING l.lease;
+            ELSE
+                EXECUTE format('UPDATE queue.%I SET ids = $2, attempts = $3, lease_until = greatest(lease_until, $4)'
+                               ' WHERE lease = $1', 'l_' || r.name)
+                USING l.lease, rest, rest_attempts, t + interval '1 second';
+            END IF;
+            PERFORM queue._lease_dropped(r.qno, l.lease,
+                ARRAY(SELECT i FROM unnest(l.ids) i WHERE i <> ALL (rest)));
+            n_lease := n_lease + n;
+            n_lease_dead := n_lease_dead + nd;
+        END LOOP;
+        PERFORM queue._count(r.qno, 'running', 'dead', n_lease_dead);
+        PERFORM queue._count(r.qno, 'running', 'ready', n_lease - n_lease_dead);
+        expired := expired + n_lease;
     END IF;
 
     EXECUTE format($q$

@@ -110,12 +110,11 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 			index_rescan(ds.scan, &key, 1, NULL, 0);
 			if (!index_getnext_slot(ds.scan, ForwardScanDirection, slot))
 				continue;
-			/* another version than the one leased: the lease ended */
-			if (leased[i] && ItemPointerIsValid(&lease->tid) &&
-				!ItemPointerEquals(&slot->tts_tid, &lease->tid))
-				leased[i] = false;
 		}
 		slot_getallattrs(slot);
+		/* written since it was leased (its attempt moved on): the lease ended */
+		if (leased[i] && DatumGetInt32(slot->tts_values[COL(CC_ATTEMPT)]) != lease->attempt)
+			leased[i] = false;
 		if (!leased[i] && !slot->tts_isnull[COL(CC_STATE)] &&
 			slot->tts_values[COL(CC_STATE)] == st->states[QS_READY])
 		{

@@ -54,6 +54,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -94,6 +95,7 @@ typedef struct LeasedJob
 {
 	LeaseKey	key;
 	int64		lease;
+	int32		attempt;		/* the row's attempt when leased (one less than the lease's) */
 	ItemPointerData tid;		/* the job's row; invalid if not known */
 } LeasedJob;
 
@@ -104,6 +106,8 @@ typedef struct LeaseBatch
 	int32		remaining;		/* its jobs not finished by committed work */
 	TimestampTz claimed_at;
 	TimestampTz lease_until;
+	int32		owner_pid;		/* the claimer's session */
+	TimestampTz owner_start;
 } LeaseBatch;
 
 typedef struct LeaseShared
@@ -215,7 +219,7 @@ job_find(int64 id, LeasedJob *copy)
 }
 
 static bool
-job_insert(int64 id, int64 lease, const ItemPointerData *tid)
+job_insert(int64 id, int64 lease, int32 attempt, const ItemPointerData *tid)
 {
 	LeaseKey	key = lease_key(id);
 	uint32		h = get_hash_value(lease_jobs, &key);
@@ -228,6 +232,7 @@ job_insert(int64 id, int64 lease, const ItemPointerData *tid)
 	if (e != NULL && !found)
 	{
 		e->lease = lease;
+		e->attempt = attempt;
 		if (tid != NULL)
 			e->tid = *tid;
 		else
@@ -386,7 +391,7 @@ load_leases(QueueInfo *q)
 	QueueAsRole as;
 	int			ret;
 	uint64		nrows;
-	int			njobs = 0;
+	int			nbatches = 0;
 	int32		slot = QUEUE_LOCK_NO(q->qno);
 
 	lock_leases(q->qno, ExclusiveLock, true);
@@ -398,11 +403,18 @@ load_leases(QueueInfo *q)
 		return;
 	}
 
-	/* As the table's owner: a consumer may claim without reading it. */
+	/*
+	 * As the table's owner: a consumer may claim without reading it.  Only
+	 * the jobs a lease still holds: ready, at the attempt it lists.
+	 */
 	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT lease, claimed_at, lease_until, ids FROM %s",
-													quote_qualified_identifier("queue",
-																			   get_rel_name(relid))),
+	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT l.lease, l.claimed_at, l.lease_until, u.id, u.attempt,"
+													" l.owner_pid, l.owner_start"
+													" FROM %s l, unnest(l.ids, l.attempts) AS u(id, attempt), %s j"
+													" WHERE j.id = u.id AND j.state = 'ready' AND j.attempt = u.attempt"
+													" ORDER BY l.lease",
+													quote_qualified_identifier("queue", get_rel_name(relid)),
+													quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
 										   0, NULL),
 							   NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 0);
 	QueueAsRoleEnd(&as);
@@ -411,24 +423,24 @@ load_leases(QueueInfo *q)
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;
-		ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-														   4, &isnull));
 
-		njobs += ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+		if (i == 0 || SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull) !=
+			SPI_getbinval(SPI_tuptable->vals[i - 1], SPI_tuptable->tupdesc, 1, &isnull))
+			nbatches++;
 	}
-	if (!reserve(&lease_shared->njobs, njobs, queue_max_leased_jobs))
-		nrows = -1;
-	else if (!reserve(&lease_shared->nbatches, (int) nrows, max_batches()))
+	if (!reserve(&lease_shared->njobs, (int) nrows, queue_max_leased_jobs))
+		nbatches = -1;
+	else if (!reserve(&lease_shared->nbatches, nbatches, max_batches()))
 	{
-		pg_atomic_fetch_sub_u32(&lease_shared->njobs, njobs);
-		nrows = -1;
+		pg_atomic_fetch_sub_u32(&lease_shared->njobs, (int) nrows);
+		nbatches = -1;
 	}
-	if (nrows == (uint64) -1)
+	if (nbatches < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("queue \"%s\" has more leased jobs than shared memory can track", q->name),
-				 errdetail("Its lease table lists %d jobs in " UINT64_FORMAT " leases, left from before the server started.",
-						   njobs, SPI_processed),
+				 errdetail("Its lease table holds " UINT64_FORMAT " jobs, left from before the server started.",
+						   nrows),
 				 errhint("Wait for the background worker to return them, or raise queue.max_leased_jobs.")));
 
 	LWLockAcquire(QUEUE_LOCK(slot), LW_EXCLUSIVE);
@@ -438,29 +450,36 @@ load_leases(QueueInfo *q)
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		int64		lease = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull));
-		Datum	   *ids;
-		int			n;
+		int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
 		LeaseKey	key = lease_key(lease);
 		LeaseBatch *b;
+		bool		found;
 
-		deconstruct_array(arr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, NULL, &n);
 		LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
-		b = hash_search(lease_batches, &key, HASH_ENTER, NULL);
-		b->xid = InvalidTransactionId;
-		b->remaining = n;
-		b->claimed_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
-		b->lease_until = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
-		LWLockRelease(BATCHES_LOCK);
-		for (int j = 0; j < n; j++)
+		b = hash_search(lease_batches, &key, HASH_ENTER, &found);
+		if (!found)
 		{
-			/* (what another queue's row or a second lease lists is not ours) */
-			if (qno_of(DatumGetInt64(ids[j])) == q->qno &&
-				job_insert(DatumGetInt64(ids[j]), lease, NULL))
-				pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
-			else
-				pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
+			b->xid = InvalidTransactionId;
+			b->remaining = 0;
+			b->claimed_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
+			b->lease_until = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+			b->owner_pid = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
+			if (isnull)
+				b->owner_pid = 0;
+			b->owner_start = DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull));
+			if (isnull)
+				b->owner_start = 0;
 		}
+		LWLockRelease(BATCHES_LOCK);
+		/* (what another queue's row or a second lease lists is not ours) */
+		if (qno_of(id) == q->qno &&
+			job_insert(id, lease, DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)), NULL))
+		{
+			pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
+			batch_add(lease, 1);
+		}
+		else
+			pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
 	}
 	QueueLeasesSetLoaded(q->qno);
 	LWLockRelease(QUEUE_LOCK(slot));
@@ -631,6 +650,7 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 		return;
 	a = new_action(LA_CLAIMED, q->qno, 0, want);
 	lc->tids = palloc(sizeof(ItemPointerData) * want);
+	lc->attempts = palloc(sizeof(int32) * want);
 	if (!reserve(&lease_shared->njobs, want, queue_max_leased_jobs))
 		return;
 	if (!reserve(&lease_shared->nbatches, 1, max_batches()))
@@ -663,9 +683,12 @@ QueueLeaseHeldLocked(int32 qno, int64 id)
 	return job_find(id, NULL) && !has_left(id);
 }
 
-/* The claim locked job id's row at tid: it is part of the batch. */
+/*
+ * The claim locked job id's row, at tid and with attempt: it is part of
+ * the batch.
+ */
 void
-QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid)
+QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid, int32 attempt)
 {
 	LeaseAction *a = (LeaseAction *) lc->action;
 
@@ -673,16 +696,21 @@ QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid)
 	if (a->lease == 0)
 		a->lease = QueueNextSeq(lc->q) * QUEUE_ID_FACTOR + lc->q->qno;
 	lc->tids[a->n] = *tid;
+	lc->attempts[a->n] = attempt;
 	action_add_id(a, id);
 }
 
-/* Whether the batch has room for another job. */
+/*
+ * Whether the batch can take job id: it has room, and the job did not
+ * just leave a lease in this transaction (whose entry goes only at
+ * commit: such a job is marked running instead).
+ */
 bool
-QueueLeaseRoom(QueueLeaseClaim *lc)
+QueueLeaseMayBatch(QueueLeaseClaim *lc, int64 id)
 {
 	LeaseAction *a = (LeaseAction *) lc->action;
 
-	return lc->on && a->n - lc->flushed < a->reserved;
+	return lc->on && a->n - lc->flushed < a->reserved && !has_left(id);
 }
 
 /*
@@ -711,6 +739,8 @@ QueueLeaseFlush(QueueLeaseClaim *lc)
 		b->remaining = 0;
 		b->claimed_at = lc->claimed_at;
 		b->lease_until = lc->lease_until;
+		b->owner_pid = MyProcPid;
+		b->owner_start = MyStartTimestamp;
 		LWLockRelease(BATCHES_LOCK);
 		a->batch_made = true;
 		a->batch_reserved = false;
@@ -718,7 +748,7 @@ QueueLeaseFlush(QueueLeaseClaim *lc)
 	for (int i = lc->flushed; i < a->n; i++)
 	{
 		/* the row lock keeps anyone else from leasing it meanwhile */
-		if (!job_insert(a->ids[i], a->lease, &lc->tids[i]))
+		if (!job_insert(a->ids[i], a->lease, lc->attempts[i], &lc->tids[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("job " INT64_FORMAT " of queue \"%s\" is under two batch leases",
@@ -741,8 +771,9 @@ int
 QueueLeaseClaimEnd(QueueLeaseClaim *lc)
 {
 	LeaseAction *a = (LeaseAction *) lc->action;
-	Datum		args[6];
+	Datum		args[7];
 	Datum	   *ids;
+	Datum	   *attempts;
 
 	if (!lc->on)
 		return 0;
@@ -758,14 +789,19 @@ QueueLeaseClaimEnd(QueueLeaseClaim *lc)
 		return 0;
 
 	ids = palloc(sizeof(Datum) * a->n);
+	attempts = palloc(sizeof(Datum) * a->n);
 	for (int i = 0; i < a->n; i++)
+	{
 		ids[i] = Int64GetDatum(a->ids[i]);
+		attempts[i] = Int32GetDatum(lc->attempts[i]);
+	}
 	args[0] = Int64GetDatum(a->lease);
 	args[1] = TimestampTzGetDatum(lc->lease_until);
 	args[2] = TimestampTzGetDatum(lc->claimed_at);
 	args[3] = Int32GetDatum(MyProcPid);
 	args[4] = TimestampTzGetDatum(MyStartTimestamp);
 	args[5] = PointerGetDatum(construct_array(ids, a->n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+	args[6] = PointerGetDatum(construct_array(attempts, a->n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	queue_spi_check(lease_statement(lc->q, PLAN_LEASE_INSERT, args, 0),
 					SPI_OK_INSERT, 1, "record a lease", lc->q->name);
 	return a->n;
@@ -792,9 +828,12 @@ QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info)
 	if (TransactionIdIsValid(b.xid) && !TransactionIdIsCurrentTransactionId(b.xid))
 		return false;			/* not committed: nobody can have it yet */
 	info->lease = job.lease;
+	info->attempt = job.attempt;
 	info->tid = job.tid;
 	info->claimed_at = b.claimed_at;
 	info->lease_until = b.lease_until;
+	info->owner_pid = b.owner_pid;
+	info->owner_start = b.owner_start;
 	return true;
 }
 
@@ -922,9 +961,12 @@ lease_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
+			/* what it did to shared memory would be done by no one at COMMIT PREPARED */
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot PREPARE a transaction that finished leased jobs"),
+					 ((LeaseAction *) linitial(actions))->kind == LA_FORGET_DB && list_length(actions) == 1 ?
+					 errmsg("cannot PREPARE a transaction that dropped extension queue") :
+					 errmsg("cannot PREPARE a transaction that claimed or finished leased jobs"),
 					 errhint("Commit it directly, or move the queue calls out of the prepared transaction.")));
 			break;
 		case XACT_EVENT_COMMIT:
@@ -1000,56 +1042,35 @@ QueueLeaseInit(void)
 
 /*
  * Before fail, extend or release act on job id: if it is under a batch
- * lease, write it as the running row a claim of its own would have left,
- * and take it off its lease row.  With a token that is not the job's,
- * nothing happens (the caller then finds the job is not its own).  Must
- * be called inside QueueSpiBegin.
+ * lease, write it as the running row a claim of its own would have left.
+ * Its attempt is then no longer the one the lease lists, which takes it
+ * off the lease without touching the lease's row: a transaction that
+ * fails one job of a batch and keeps going does not hold up the worker's
+ * return of the others.  With a token that is not the job's, nothing
+ * happens (the caller then finds the job is not its own).  Must be called
+ * inside QueueSpiBegin.
  */
 void
 QueueLeaseMaterialize(QueueInfo *q, int64 id, bool has_token, int32 token)
 {
 	QueueLeased info;
-	Datum		args[5];
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
-	int32		left;
+	Datum		args[6];
 
-	if (!QueueLeaseTracking(q) || !QueueLeaseFind(q, id, &info))
+	if (!QueueLeaseTracking(q) || !QueueLeaseFind(q, id, &info) ||
+		(has_token && token != info.attempt + 1))
 		return;
-	/*
-	 * A stale token is refused without taking any lock (its attempt is the
-	 * row's next).  Then the job's row is locked, and its lease's row after
-	 * it, as everywhere (see QueueDeleteRunning): the worker, which locks
-	 * a lease's row first, never waits for a job.
-	 */
 	args[0] = Int64GetDatum(id);
-	for (int lock = has_token ? 0 : 1; lock <= 1; lock++)
-	{
-		queue_spi_check(SPI_execute_plan(QueueGetPlan(q, lock ? PLAN_LEASE_LOCK : PLAN_LEASE_ATTEMPT),
-										 args, NULL, !lock, 1),
-						SPI_OK_SELECT, -1, "read a leased job", q->name);
-		if (SPI_processed != 1 ||
-			(has_token &&
-			 DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) + 1 != token))
-			return;
-	}
-	args[0] = Int64GetDatum(info.lease);
-	args[1] = Int64GetDatum(id);
-	queue_spi_check(lease_statement(q, PLAN_LEASE_DETACH, args, 1),
-					SPI_OK_UPDATE_RETURNING, -1, "take a job off its lease", q->name);
-	if (SPI_processed == 0)
-		return;					/* the worker ended the lease first */
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	args[0] = Int64GetDatum(id);
-	for (int c = 1; c <= 4; c++)
-		args[c] = SPI_getbinval(tup, desc, c, &isnull);
-	left = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+	args[1] = Int32GetDatum(info.attempt);
+	args[2] = TimestampTzGetDatum(info.claimed_at);
+	args[3] = TimestampTzGetDatum(info.lease_until);
+	args[4] = Int32GetDatum(info.owner_pid);
+	args[5] = TimestampTzGetDatum(info.owner_start);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_LEASE_RUNNING), args, NULL, false, 1),
 					SPI_OK_UPDATE, -1, "mark a leased job running", q->name);
+	if (SPI_processed == 0)
+		return;					/* the worker returned it first */
 	QueueLeaseDone(q->qno, info.lease, id);
-	if (left == 0)
+	if (QueueLeaseWouldEnd(info.lease, 0))
 		QueueLeaseEnd(q, info.lease);
 }
 
@@ -1186,9 +1207,10 @@ queue_leased(PG_FUNCTION_ARGS)
 }
 
 /*
- * queue._lease_claimed_at(id): when the batch lease the job is under was
- * taken, or NULL; for queue.history(), read as the lease table's owner
- * (see lease_statement).  Needs SELECT on the job's table.
+ * queue._lease_claimed_at(id, attempt): when the batch lease a job whose
+ * row has that attempt is under was taken, or NULL; for queue.history(),
+ * read as the lease table's owner (see lease_statement).  Needs SELECT on
+ * the job's table.
  */
 PG_FUNCTION_INFO_V1(queue_lease_claimed_at);
 Datum
@@ -1197,8 +1219,6 @@ queue_lease_claimed_at(PG_FUNCTION_ARGS)
 	int64		id = PG_GETARG_INT64(0);
 	QueueInfo  *q;
 	Oid			relid;
-	Datum		arg = Int64GetDatum(id);
-	Oid			argtype = INT8OID;
 	bool		isnull = true;
 	Datum		at = (Datum) 0;
 
@@ -1207,13 +1227,16 @@ queue_lease_claimed_at(PG_FUNCTION_ARGS)
 	relid = lease_relid(q);
 	if (OidIsValid(relid))
 	{
+		Datum		args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+		Oid			argtypes[2] = {INT8OID, INT4OID};
 		QueueAsRole as;
 		int			ret;
 
 		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-		ret = SPI_execute_with_args(psprintf("SELECT claimed_at FROM %s WHERE $1 = ANY (ids)",
+		ret = SPI_execute_with_args(psprintf("SELECT l.claimed_at FROM %s l, unnest(l.ids, l.attempts) u(id, attempt)"
+											 " WHERE u.id = $1 AND u.attempt = $2",
 											 quote_qualified_identifier("queue", get_rel_name(relid))),
-									1, &argtype, &arg, NULL, true, 1);
+									2, argtypes, args, NULL, true, 1);
 		QueueAsRoleEnd(&as);
 		queue_spi_check(ret, SPI_OK_SELECT, -1, "read the leases", q->name);
 		if (SPI_processed == 1)
@@ -1288,6 +1311,11 @@ queue_lease_dropped(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = checked_queue(qno, true, ACL_DELETE);
+	if (qno_of(lease) != qno)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease " INT64_FORMAT " is not one of queue \"%s\"", lease, q->name),
+				 errhint("queue._lease_dropped() is for the queue's upkeep.")));
 	args[0] = arg;
 	args[1] = PointerGetDatum(arr);
 	queue_spi_check(SPI_execute_with_args(psprintf("SELECT ids && $2 FROM %s WHERE lease = $1",
@@ -1326,4 +1354,84 @@ void
 QueueLeaseDroppingExtension(void)
 {
 	(void) new_action(LA_FORGET_DB, 0, 0, 1);
+}
+
+/*
+ * queue._take_leases(qno): every batch lease of the queue ends, for
+ * queue._settle_leases, which writes their jobs as running rows.  The
+ * jobs' rows are locked first (as the caller, in id order), then the
+ * lease rows deleted (as the lease table's owner) and returned; their
+ * entries go at commit.  No batch lease of the queue starts until the
+ * transaction ends.  Needs UPDATE on the job table.
+ */
+PG_FUNCTION_INFO_V1(queue_take_leases);
+Datum
+queue_take_leases(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		qno = PG_GETARG_INT32(0);
+	QueueInfo  *q;
+	Oid			relid;
+	const char *l;
+	QueueAsRole as;
+	Datum		ids = (Datum) 0;
+	bool		isnull = true;
+	int			ret;
+
+	InitMaterializedSRF(fcinfo, 0);
+	QueueSpiBegin();
+	q = checked_queue(qno, false, ACL_UPDATE);
+	relid = lease_relid(q);
+	if (!OidIsValid(relid))
+	{
+		QueueSpiEnd();
+		return (Datum) 0;
+	}
+	(void) lock_leases(qno, ExclusiveLock, true);
+	l = quote_qualified_identifier("queue", get_rel_name(relid));
+
+	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	ret = SPI_execute(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l), true, 1);
+	QueueAsRoleEnd(&as);
+	queue_spi_check(ret, SPI_OK_SELECT, 1, "read the leases", q->name);
+	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		Oid			argtype = INT8ARRAYOID;
+
+		queue_spi_check(SPI_execute_with_args(psprintf("SELECT id FROM %s WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+													   quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
+											  1, &argtype, &ids, NULL, false, 0),
+						SPI_OK_SELECT, -1, "lock leased jobs", q->name);
+	}
+
+	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	ret = SPI_execute(psprintf("DELETE FROM %s RETURNING lease, ids, attempts, claimed_at, lease_until,"
+							   " owner_pid, owner_start", l), false, 0);
+	QueueAsRoleEnd(&as);
+	queue_spi_check(ret, SPI_OK_DELETE_RETURNING, -1, "end the leases", q->name);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[7];
+		bool		nulls[7];
+		Datum	   *jobs;
+		int			n;
+		LeaseAction *a;
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		if (lease_jobs == NULL)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(values[1]), INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE,
+						  &jobs, NULL, &n);
+		a = new_action(LA_DROPPED, qno, DatumGetInt64(values[0]), n);
+		a->batch_gone = true;
+		for (int j = 0; j < n; j++)
+		{
+			action_add_id(a, DatumGetInt64(jobs[j]));
+			note_left(DatumGetInt64(jobs[j]));
+		}
+	}
+	QueueSpiEnd();
+	return (Datum) 0;
 }

@@ -522,28 +522,17 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			break;
 		case PLAN_LEASE_INSERT:
 			appendStringInfo(&buf,
-							 "INSERT INTO %s (lease, lease_until, claimed_at, owner_pid, owner_start, ids)"
-							 " VALUES ($1, $2, $3, $4, $5, $6)", l);
+							 "INSERT INTO %s (lease, lease_until, claimed_at, owner_pid, owner_start, ids, attempts)"
+							 " VALUES ($1, $2, $3, $4, $5, $6, $7)", l);
 			break;
 		case PLAN_LEASE_DELETE:
 			appendStringInfo(&buf, "DELETE FROM %s WHERE lease = $1", l);
 			break;
-		case PLAN_LEASE_LOCK:
-			appendStringInfo(&buf, "SELECT attempt FROM %s WHERE id = $1 AND state = 'ready' FOR UPDATE", t);
-			break;
-		case PLAN_LEASE_DETACH:
-			appendStringInfo(&buf,
-							 "UPDATE %s SET ids = array_remove(ids, $2) WHERE lease = $1 AND $2 = ANY (ids)"
-							 " RETURNING claimed_at, lease_until, owner_pid, owner_start, cardinality(ids)", l);
-			break;
-		case PLAN_LEASE_ATTEMPT:
-			appendStringInfo(&buf, "SELECT attempt FROM %s WHERE id = $1 AND state = 'ready'", t);
-			break;
 		case PLAN_LEASE_RUNNING:
 			appendStringInfo(&buf,
-							 "UPDATE %s SET state = 'running', attempt = attempt + 1, claimed_at = $2,"
-							 " lease_until = $3, owner_pid = $4, owner_start = $5"
-							 " WHERE id = $1 AND state = 'ready'", t);
+							 "UPDATE %s SET state = 'running', attempt = attempt + 1, claimed_at = $3,"
+							 " lease_until = $4, owner_pid = $5, owner_start = $6"
+							 " WHERE id = $1 AND state = 'ready' AND attempt = $2", t);
 			break;
 		case NUM_QUEUE_PLANS:
 			pg_unreachable();	/* QueueGetPlan() checked which */
@@ -677,24 +666,18 @@ plan_args(QueuePlanId which, Oid *types)
 		case PLAN_LEASE_INSERT:
 			{
 				static const Oid lease_insert[] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
-				TIMESTAMPTZOID, INT8ARRAYOID};
+				TIMESTAMPTZOID, INT8ARRAYOID, INT4ARRAYOID};
 
 				src = lease_insert, n = lengthof(lease_insert);
 			}
 			break;
 		case PLAN_LEASE_DELETE:
-		case PLAN_LEASE_LOCK:
-		case PLAN_LEASE_ATTEMPT:
 			types[0] = INT8OID;
 			return 1;
-		case PLAN_LEASE_DETACH:
-			types[0] = INT8OID;
-			types[1] = INT8OID;
-			return 2;
 		case PLAN_LEASE_RUNNING:
 			{
-				static const Oid lease_running[] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
-				TIMESTAMPTZOID};
+				static const Oid lease_running[] = {INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+				INT4OID, TIMESTAMPTZOID};
 
 				src = lease_running, n = lengthof(lease_running);
 			}

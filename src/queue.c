@@ -483,8 +483,8 @@ queue_table_stats(PG_FUNCTION_ARGS)
 		appendStringInfoString(&sql, "SELECT ");
 		/*
 		 * In QueueState's order, which is the order of the result's
-		 * columns.  Jobs under batch leases are ready rows that a lease
-		 * lists, and running (lease.c).
+		 * columns.  Jobs under batch leases are ready rows at the attempt
+		 * a lease lists, and running (lease.c).
 		 */
 		for (int i = 0; i < QS_NSTATES; i++)
 		{
@@ -496,8 +496,8 @@ queue_table_stats(PG_FUNCTION_ARGS)
 			appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s')", t, states[i]);
 			if (i == QS_READY || i == QS_RUNNING)
 				appendStringInfo(&sql,
-								 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids) AS i(id)"
-								 " JOIN %s j ON j.id = i.id AND j.state = 'ready')",
+								 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids, b.attempts) AS u(id, attempt)"
+								 " JOIN %s j ON j.id = u.id AND j.attempt = u.attempt AND j.state = 'ready')",
 								 i == QS_READY ? "-" : "+", l, t);
 			appendStringInfoString(&sql, ", ");
 		}

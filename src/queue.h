@@ -66,10 +66,7 @@ typedef enum QueuePlanId
 	PLAN_ARCHIVE_HELD,			/* archive held jobs completed in their claim's transaction */
 	PLAN_LEASE_INSERT,			/* the row of a batch lease (lease.c) */
 	PLAN_LEASE_DELETE,			/* ... gone with its last job */
-	PLAN_LEASE_LOCK,			/* a leased job's row, locked before it leaves */
-	PLAN_LEASE_DETACH,			/* a job leaves its batch lease ... */
-	PLAN_LEASE_RUNNING,			/* ... and is written as a running row */
-	PLAN_LEASE_ATTEMPT,			/* the attempt a leased job's row has */
+	PLAN_LEASE_RUNNING,			/* a job leaves its batch lease as a running row */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
@@ -166,16 +163,20 @@ typedef struct QueueLeaseClaim
 	TimestampTz claimed_at;
 	TimestampTz lease_until;
 	void	   *action;			/* what its transaction must undo or finish */
-	ItemPointerData *tids;		/* rows of the jobs staged */
+	ItemPointerData *tids;		/* rows of the jobs staged ... */
+	int32	   *attempts;		/* ... and their attempts */
 	int			flushed;		/* jobs whose entries were added */
 } QueueLeaseClaim;
 
 typedef struct QueueLeased
 {
 	int64		lease;
+	int32		attempt;		/* the row's: the claim handed out the next */
 	ItemPointerData tid;		/* the job's row, if known */
 	TimestampTz claimed_at;
 	TimestampTz lease_until;
+	int32		owner_pid;
+	TimestampTz owner_start;
 } QueueLeased;
 
 /* take.c: claims without the executor */
@@ -260,8 +261,8 @@ extern void QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want,
 								 TimestampTz claimed_at, TimestampTz lease_until);
 extern struct LWLock *QueueLeaseLock(int32 qno);
 extern bool QueueLeaseHeldLocked(int32 qno, int64 id);
-extern bool QueueLeaseRoom(QueueLeaseClaim *lc);
-extern void QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid);
+extern bool QueueLeaseMayBatch(QueueLeaseClaim *lc, int64 id);
+extern void QueueLeaseStage(QueueLeaseClaim *lc, int64 id, const ItemPointerData *tid, int32 attempt);
 extern void QueueLeaseFlush(QueueLeaseClaim *lc);
 extern int	QueueLeaseClaimEnd(QueueLeaseClaim *lc);
 extern bool QueueLeaseFind(QueueInfo *q, int64 id, QueueLeased *info);

@@ -151,7 +151,8 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 		 * noted; a job in a group is always marked running, since the
 		 * group's order is kept by its rows.
 		 */
-		batch = lc->on && old->tts_isnull[COL(CC_GROUP_KEY)] && QueueLeaseRoom(lc);
+		batch = old->tts_isnull[COL(CC_GROUP_KEY)] &&
+			QueueLeaseMayBatch(lc, DatumGetInt64(old->tts_values[COL(CC_ID)]));
 
 		/*
 		 * A ready row may be under a batch lease: checking that and taking
@@ -189,7 +190,8 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 		if (lease_lock != NULL)
 			LWLockRelease(lease_lock);
 		if (result == TM_Ok && batch)
-			QueueLeaseStage(lc, DatumGetInt64(old->tts_values[COL(CC_ID)]), &old->tts_tid);
+			QueueLeaseStage(lc, DatumGetInt64(old->tts_values[COL(CC_ID)]), &old->tts_tid,
+							DatumGetInt32(old->tts_values[COL(CC_ATTEMPT)]));
 		if (result != TM_Ok)
 		{
 			/* someone else's: see the header comment */
