@@ -14,12 +14,14 @@
  * rows stay 'ready', and unchanged, until the jobs finish.
  *
  * What is true on disk: a job is running under a batch lease when its row
- * is 'ready' and a lease row lists its id.  Whatever ends a job's lease
- * keeps that so in the same transaction: complete deletes the row (and
- * the lease row with the last job), fail, extend and release first write
- * the job as a running row and take it off the lease row ("materialize"),
- * and the worker returns the jobs of an expired or orphaned lease and
- * deletes its row.  The views read it that way.
+ * is 'ready' at the attempt a lease row lists for it.  Whatever writes the
+ * row ends the lease for that job: complete deletes it, fail, extend and
+ * release first write it as the running row a claim of its own would have
+ * left ("materialize"), and the worker returns the jobs of an expired or
+ * orphaned lease.  A lease row itself is written only when the whole lease
+ * ends (its last job finishes, or the worker returns it), and after the
+ * rows of its jobs: the worker, which finds leases by their rows and so
+ * locks those first, never waits for a row.  The views read it that way.
  *
  * What shared memory adds is speed and a guard.  Two hash tables keyed by
  * (database, id): leased jobs (the lease they belong to, and where their
