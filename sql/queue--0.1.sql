@@ -983,6 +983,12 @@ BEGIN
 END
 $$;
 
+/*
+ * A dead job gets a fresh set of attempts: the ones it had no longer
+ * count toward max_attempts (uncounted), but its attempt number goes on
+ * from where it was, as every claim's does, so that no token handed out
+ * before, and no batch lease that listed it, can match it again.
+ */
 CREATE FUNCTION queue.retry(id bigint)
 RETURNS void
 LANGUAGE plpgsql
@@ -1020,7 +1026,7 @@ BEGIN
         EXECUTE format($q$
             UPDATE queue.%1$I
                SET state = CASE WHEN $2 THEN 'waiting' ELSE 'ready' END::queue.job_state,
-                   attempt = 0, uncounted = 0, run_at = clock_timestamp(), rank = nextval('queue.%2$I'),
+                   uncounted = attempt, run_at = clock_timestamp(), rank = nextval('queue.%2$I'),
                    claimed_at = NULL, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
                    history = coalesce(history, '[]') || jsonb_build_object(
                        'event', 'retried', 'at', clock_timestamp(), 'attempt', attempt)

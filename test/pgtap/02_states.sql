@@ -2,7 +2,8 @@
 --
 --   ready --claim--> running --complete--> done (queue.archive)
 --   running --fail, attempts left--> ready / scheduled (backoff)
---   running --fail, last attempt--> dead --retry--> ready (attempt 0)
+--   running --fail, last attempt--> dead --retry--> ready (a fresh set of
+--                                          attempts; the number goes on)
 --   running --release--> ready / scheduled (attempt not counted toward
 --                                             max_attempts)
 --   running --lease runs out, tick--> ready, or dead on the last attempt
@@ -18,7 +19,7 @@
 -- The whole file is one transaction, so now() stands still while
 -- clock_timestamp() moves on.  Each scenario uses a queue of its own.
 BEGIN;
-SELECT plan(164);
+SELECT plan(165);
 
 -- The state of a job as queue.jobs shows it; 'archived:<state>' once it
 -- left for queue.archive; NULL if it is nowhere.
@@ -191,12 +192,15 @@ SELECT throws_ok(format('SELECT queue.release(%s)', :j3), '55000', NULL, 'releas
 
 SELECT lives_ok(format('SELECT queue.retry(%s)', :j3), 'retry a dead job');
 SELECT is(pg_temp.st(:j3), 'ready', 'retry: dead -> ready');
-SELECT is((SELECT attempt FROM queue.jobs WHERE id = :j3), 0, 'retry resets attempt to 0');
+SELECT is((SELECT attempt FROM queue.jobs WHERE id = :j3), 3, 'retry keeps the attempt number');
 SELECT throws_ok(format('SELECT queue.retry(%s)', :j3), '55000', NULL, 'retrying it again (now ready): 55000');
-SELECT is((SELECT attempt FROM queue.claim('fl')), 1, 'a retried job starts again at attempt 1');
-SELECT is(queue.fail(:j3, 'once more', retry_in => '0'), 'retry', 'fail with retry_in => 0');
+-- Attempt numbers never repeat, so a token of the job's first life (a
+-- consumer that lost its lease long ago) cannot finish its second.
+SELECT is((SELECT attempt FROM queue.claim('fl')), 4, 'a retried job is claimed as attempt 4');
+SELECT is(queue.complete(:j3, 1), false, 'a token from before the retry finishes nothing');
+SELECT is(queue.fail(:j3, 'once more', retry_in => '0'), 'retry', 'fail with retry_in => 0: the attempts before the retry do not count');
 SELECT is(pg_temp.st(:j3), 'ready', 'fail with retry_in => 0: running -> ready');
-SELECT is((SELECT attempt FROM queue.claim('fl')), 2, 'and it is claimable at once, as attempt 2');
+SELECT is((SELECT attempt FROM queue.claim('fl')), 5, 'and it is claimable at once, as attempt 5');
 SELECT is(queue.complete(:j3), true, 'complete after a retry');
 SELECT is(pg_temp.st(:j3), 'archived:done', 'done');
 SELECT is((SELECT last_error FROM queue.archive WHERE id = :j3), 'once more', 'the archive keeps last_error');
@@ -207,7 +211,7 @@ SELECT results_eq(format($$SELECT event, attempt, detail FROM queue.history(%s)
                            WHERE event IN ('enqueued', 'claimed', 'failed', 'completed')$$, :j3),
                   $$VALUES ('enqueued'::text, 0, NULL::text), ('claimed', 1, NULL), ('failed', 1, 'boom'),
                            ('claimed', 2, NULL), ('failed', 2, 'again'), ('claimed', 3, NULL), ('failed', 3, 'final'),
-                           ('claimed', 1, NULL), ('failed', 1, 'once more'), ('claimed', 2, NULL), ('completed', 2, NULL)$$,
+                           ('claimed', 4, NULL), ('failed', 4, 'once more'), ('claimed', 5, NULL), ('completed', 5, NULL)$$,
                   'history: each claim and each failure with its error, in order');
 SELECT results_eq(format($$SELECT event, count(*)::int FROM queue.history(%s)
                            WHERE event IN ('rescheduled', 'retried') GROUP BY 1 ORDER BY 1$$, :j3),
