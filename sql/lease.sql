@@ -186,6 +186,17 @@ SELECT queue.complete((:'ids'::bigint[])[1], 1);
 SELECT queue.complete(:'ids'::bigint[]);
 SELECT count(*) AS leases FROM queue.l_ls_rewrite;
 
+-- A retried job keeps its attempt number going: a lease that listed it
+-- (and still stands for its other jobs) cannot hold it again.
+SELECT queue.create('ls_retry', lease => '1 hour', max_attempts => 1);
+SELECT count(*) FROM queue.enqueue_batch('ls_retry', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+SELECT array_agg(id ORDER BY id) AS ids FROM queue.claim('ls_retry', 2) \gset
+SELECT queue.fail((:'ids'::bigint[])[1], 'boom', attempt => 1);
+SELECT queue.retry((:'ids'::bigint[])[1]);
+SELECT * FROM pg_temp.jobs('ls_retry');
+SELECT payload->>'n' AS n, attempt FROM queue.claim('ls_retry', 10);
+SELECT * FROM pg_temp.hist((:'ids'::bigint[])[1]);
+
 --
 -- management: a job under a batch lease is running
 --
@@ -318,6 +329,13 @@ SELECT queue._hold_leases(:sec_qno);
 SELECT queue._share_leases(:sec_qno);
 SELECT queue._leased((:'ids'::bigint[])[1]);
 SELECT queue._lease_claimed_at((:'ids'::bigint[])[1], 0);
+SELECT queue._take_leases(:sec_qno);
+SELECT queue._ended_leases(:sec_qno);
+RESET ROLE;
+GRANT SELECT, UPDATE, DELETE ON queue.q_ls_sec TO regress_queue_producer;
+SET ROLE regress_queue_producer;
+-- (a consumer may not end the leases of others, which alter does)
+SELECT queue._take_leases(:sec_qno);
 RESET ROLE;
 CALL pg_temp.try(format('SELECT queue._lease_dropped(%s, $1, %L)', :sec_qno, :'ids'), :sec_lease);
 -- nor through another queue's number

@@ -200,6 +200,11 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_share_leases'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._ended_leases(qno int)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'queue_ended_leases'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._lease_dropped(qno int, lease bigint, ids bigint[])
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_lease_dropped'
@@ -1187,6 +1192,99 @@ END
 $$;
 
 /*
+ * Batch leases of queue r that ran out, or whose claimer is gone
+ * (src/lease.c): their jobs are ready rows, returned as running ones
+ * would be.  Also the rows of leases whose jobs all finished but whose
+ * last finishers could not tell (two completing at once).  Returns how
+ * many jobs it returned.  The worker runs this for every queue
+ * after everything else in its pass, so that the lease rows and jobs it
+ * locks are not held while upkeep waits for something (a group's lock,
+ * say).  Not while something holds the queue's leases still; and without
+ * waiting for a row: a job some transaction is finishing stays under its
+ * lease (kept a second longer) until the next pass, which returns it if
+ * that transaction rolled back.  (Claims take batch leases only while one
+ * role owns both tables; a job table given to another role by hand leaves
+ * leases from before to a superuser's tick().)
+ */
+CREATE FUNCTION queue._end_leases(r queue.queue_config, batch int DEFAULT 1000)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q   text := 'q_' || r.name;
+    seq text := 'q_' || r.name || '$seq';
+    t   timestamptz := clock_timestamp();
+    l record;
+    leases boolean;
+    n_lease bigint := 0;
+    n_lease_dead bigint := 0;
+    n bigint;
+    nd bigint;
+    got bigint[];
+    rest bigint[];
+    rest_attempts int[];
+BEGIN
+    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
+              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
+    IF leases AND queue._share_leases(r.qno) THEN
+        FOR l IN EXECUTE format($q$
+            SELECT lease, ids, attempts, claimed_at, lease_until FROM queue.%1$I
+             WHERE lease_until < $2
+                OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
+                OR lease = ANY ($3)
+             ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED$q$, 'l_' || r.name)
+            USING batch, t, queue._ended_leases(r.qno)
+        LOOP
+            EXECUTE format($q$
+                WITH j AS (SELECT q.id FROM queue.%1$I q, unnest($1, $6) u(id, attempt)
+                            WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
+                              FOR UPDATE OF q SKIP LOCKED),
+                u AS (
+                UPDATE queue.%1$I q
+                   SET state = CASE WHEN q.attempt + 1 - q.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
+                       attempt = q.attempt + 1,
+                       rank = nextval('queue.%2$I'),
+                       run_at = greatest(q.run_at, $3),
+                       claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
+                       last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                       history = coalesce(q.history, '[]') || jsonb_build_object(
+                           'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
+                           'at', $3, 'attempt', q.attempt + 1, 'claimed_at', $4)
+                  FROM j WHERE q.id = j.id
+                 RETURNING q.id, q.state)
+                SELECT count(*), count(*) FILTER (WHERE state = 'dead'), coalesce(array_agg(id), '{}') FROM u$q$, q, seq)
+            INTO n, nd, got USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until, l.attempts;
+            -- what it could not lock: jobs still at the lease's attempt
+            EXECUTE format($q$SELECT coalesce(array_agg(u.id), '{}'), coalesce(array_agg(u.attempt), '{}')
+                                FROM queue.%I q, unnest($1, $2) u(id, attempt)
+                               WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
+                                 AND u.id <> ALL ($3)$q$, q)
+            INTO rest, rest_attempts USING l.ids, l.attempts, got;
+            IF cardinality(rest) = 0 THEN
+                EXECUTE format('DELETE FROM queue.%I WHERE lease = $1', 'l_' || r.name) USING l.lease;
+            ELSE
+                EXECUTE format('UPDATE queue.%I SET ids = $2, attempts = $3, lease_until = greatest(lease_until, $4)'
+                               ' WHERE lease = $1', 'l_' || r.name)
+                USING l.lease, rest, rest_attempts, t + interval '1 second';
+            END IF;
+            PERFORM queue._lease_dropped(r.qno, l.lease,
+                ARRAY(SELECT i FROM unnest(l.ids) i WHERE i <> ALL (rest)));
+            n_lease := n_lease + n;
+            n_lease_dead := n_lease_dead + nd;
+        END LOOP;
+        PERFORM queue._count(r.qno, 'running', 'dead', n_lease_dead);
+        PERFORM queue._count(r.qno, 'running', 'ready', n_lease - n_lease_dead);
+        IF n_lease > 0 THEN
+            PERFORM queue._reset_cursor(r.qno);
+        END IF;
+    END IF;
+    RETURN n_lease;
+END
+$$;
+
+/*
  * One pass of upkeep for one queue: returns jobs whose lease ran out or
  * whose claiming session is gone (orphans), makes due scheduled jobs
  * ready, and with cleanup empties archive segments past retention
@@ -1201,7 +1299,7 @@ $$;
  * on, and the lease remains the guarantee.
  */
 CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
-    cleanup boolean DEFAULT true,
+    cleanup boolean DEFAULT true, leases boolean DEFAULT true,
     OUT promoted bigint, OUT expired bigint, OUT deleted bigint, OUT next_due timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1213,15 +1311,6 @@ DECLARE
     dead_groups text[];
     expired_ids bigint[];
     n_dead bigint;
-    l record;
-    leases boolean;
-    n_lease bigint := 0;
-    n_lease_dead bigint := 0;
-    n bigint;
-    nd bigint;
-    got bigint[];
-    rest bigint[];
-    rest_attempts int[];
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
@@ -1272,66 +1361,8 @@ BEGIN
         deleted := queue._rotate_archive(r, t);
     END IF;
 
-    -- Batch leases that ran out or whose claimer is gone (src/lease.c):
-    -- their jobs are ready rows, returned as running ones would be.  Last,
-    -- so that the lease rows it locks are not held while the steps above
-    -- wait (for a group's lock, say); not while something holds the
-    -- queue's leases still; and without waiting for a row: a job some
-    -- transaction is finishing stays under its lease (kept a second
-    -- longer) until the next pass, which returns it if that transaction
-    -- rolled back.  (Claims take batch leases only while one role owns
-    -- both tables; a job table given to another role by hand leaves
-    -- leases from before to a superuser's tick().)
-    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
-    IF leases AND queue._share_leases(r.qno) THEN
-        FOR l IN EXECUTE format($q$
-            SELECT lease, ids, attempts, claimed_at, lease_until FROM queue.%1$I
-             WHERE lease_until < $2
-                OR owner_pid IS NOT NULL AND NOT queue._owner_alive(owner_pid, owner_start)
-             ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED$q$, 'l_' || r.name) USING batch, t
-        LOOP
-            EXECUTE format($q$
-                WITH j AS (SELECT q.id FROM queue.%1$I q, unnest($1, $6) u(id, attempt)
-                            WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
-                              FOR UPDATE OF q SKIP LOCKED),
-                u AS (
-                UPDATE queue.%1$I q
-                   SET state = CASE WHEN q.attempt + 1 - q.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
-                       attempt = q.attempt + 1,
-                       rank = nextval('queue.%2$I'),
-                       run_at = greatest(q.run_at, $3),
-                       claimed_at = $4, lease_until = NULL, owner_pid = NULL, owner_start = NULL,
-                       last_error = CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                       history = coalesce(q.history, '[]') || jsonb_build_object(
-                           'event', CASE WHEN $5 < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                           'at', $3, 'attempt', q.attempt + 1, 'claimed_at', $4)
-                  FROM j WHERE q.id = j.id
-                 RETURNING q.id, q.state)
-                SELECT count(*), count(*) FILTER (WHERE state = 'dead'), coalesce(array_agg(id), '{}') FROM u$q$, q, seq)
-            INTO n, nd, got USING l.ids, r.max_attempts, t, l.claimed_at, l.lease_until, l.attempts;
-            -- what it could not lock: jobs still at the lease's attempt
-            EXECUTE format($q$SELECT coalesce(array_agg(u.id), '{}'), coalesce(array_agg(u.attempt), '{}')
-                                FROM queue.%I q, unnest($1, $2) u(id, attempt)
-                               WHERE q.id = u.id AND q.attempt = u.attempt AND q.state = 'ready'
-                                 AND u.id <> ALL ($3)$q$, q)
-            INTO rest, rest_attempts USING l.ids, l.attempts, got;
-            IF cardinality(rest) = 0 THEN
-                EXECUTE format('DELETE FROM queue.%I WHERE lease = $1', 'l_' || r.name) USING l.lease;
-            ELSE
-                EXECUTE format('UPDATE queue.%I SET ids = $2, attempts = $3, lease_until = greatest(lease_until, $4)'
-                               ' WHERE lease = $1', 'l_' || r.name)
-                USING l.lease, rest, rest_attempts, t + interval '1 second';
-            END IF;
-            PERFORM queue._lease_dropped(r.qno, l.lease,
-                ARRAY(SELECT i FROM unnest(l.ids) i WHERE i <> ALL (rest)));
-            n_lease := n_lease + n;
-            n_lease_dead := n_lease_dead + nd;
-        END LOOP;
-        PERFORM queue._count(r.qno, 'running', 'dead', n_lease_dead);
-        PERFORM queue._count(r.qno, 'running', 'ready', n_lease - n_lease_dead);
-        expired := expired + n_lease;
+    IF leases THEN
+        expired := expired + queue._end_leases(r, batch);
     END IF;
 
     EXECUTE format($q$
@@ -1339,7 +1370,7 @@ BEGIN
             (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
             (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
     INTO next_due;
-    IF leases THEN
+    IF has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT') THEN
         EXECUTE format('SELECT least($1, (SELECT lease_until FROM queue.%I ORDER BY lease_until LIMIT 1))',
                        'l_' || r.name)
         INTO next_due USING next_due;
@@ -1359,6 +1390,11 @@ AS $$
 DECLARE
     r queue.queue_config;
     t record;
+    rs queue.queue_config[] := '{}';
+    ps bigint[] := '{}';
+    es bigint[] := '{}';
+    ds bigint[] := '{}';
+    n bigint;
 BEGIN
     -- The queues whose tables the caller owns; for a superuser, those a
     -- superuser owns.  Upkeep of the others would fail for want of
@@ -1370,14 +1406,31 @@ BEGIN
                JOIN pg_roles u ON u.rolname = current_user
               WHERE cl.relowner = u.oid OR (o.rolsuper AND u.rolsuper)
               ORDER BY c.qno LOOP
-        queue := r.name;
+        rs := rs || r;
+    END LOOP;
+    FOR i IN 1 .. cardinality(rs) LOOP
         promoted := 0; expired := 0; deleted := 0;
         LOOP
-            t := queue._tick_queue(r);
+            t := queue._tick_queue(rs[i], leases => false);
             promoted := promoted + t.promoted;
             expired := expired + t.expired;
             deleted := deleted + t.deleted;
             EXIT WHEN t.promoted < 1000 AND t.expired < 1000 AND t.deleted < 10000;
+        END LOOP;
+        ps := ps || promoted;
+        es := es || expired;
+        ds := ds || deleted;
+    END LOOP;
+    -- batch leases last, as the worker ends them (see queue._end_leases)
+    FOR i IN 1 .. cardinality(rs) LOOP
+        queue := rs[i].name;
+        promoted := ps[i];
+        expired := es[i];
+        deleted := ds[i];
+        LOOP
+            n := queue._end_leases(rs[i]);
+            expired := expired + n;
+            EXIT WHEN n < 1000;
         END LOOP;
         RETURN NEXT;
     END LOOP;

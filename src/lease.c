@@ -74,6 +74,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -297,18 +298,23 @@ batch_remove(int64 lease)
 		pg_atomic_fetch_sub_u32(&lease_shared->nbatches, 1);
 }
 
-/* The lease's jobs not finished went up (or down) by n. */
-static void
+/*
+ * The lease's jobs not finished went up (or down) by n; returns how many
+ * are left (-1 if the lease has no entry).
+ */
+static int
 batch_add(int64 lease, int n)
 {
 	LeaseKey	key = lease_key(lease);
 	LeaseBatch *b;
+	int			left = -1;
 
 	LWLockAcquire(BATCHES_LOCK, LW_EXCLUSIVE);
 	b = hash_search(lease_batches, &key, HASH_FIND, NULL);
 	if (b != NULL)
-		b->remaining += n;
+		left = b->remaining += n;
 	LWLockRelease(BATCHES_LOCK);
+	return left;
 }
 
 /* Reserve room for n more entries in a table of at most max; all or none. */
@@ -478,7 +484,7 @@ load_leases(QueueInfo *q)
 			job_insert(id, lease, DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)), NULL))
 		{
 			pg_atomic_fetch_add_u32(&lease_shared->leased[slot], 1);
-			batch_add(lease, 1);
+			(void) batch_add(lease, 1);
 		}
 		else
 			pg_atomic_fetch_sub_u32(&lease_shared->njobs, 1);
@@ -650,6 +656,14 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 		return;
 	if (!lock_leases(q->qno, ShareLock, false))
 		return;
+	/*
+	 * A queue.alter() that gave the queue max_running (and ended its
+	 * leases) may have committed since our copy of its settings was read:
+	 * if anything changed, claim without a batch lease this time.
+	 */
+	AcceptInvalidationMessages();
+	if (QueueCacheStale())
+		return;
 	a = new_action(LA_CLAIMED, q->qno, 0, want);
 	lc->tids = palloc(sizeof(ItemPointerData) * want);
 	lc->attempts = palloc(sizeof(int32) * want);
@@ -762,7 +776,7 @@ QueueLeaseFlush(QueueLeaseClaim *lc)
 		lc->flushed = i + 1;
 	}
 	LWLockRelease(QUEUE_LOCK(slot));
-	batch_add(a->lease, n);
+	(void) batch_add(a->lease, n);
 }
 
 /*
@@ -928,7 +942,18 @@ action_commit(LeaseAction *a)
 			for (int i = 0; i < a->n; i++)
 				if (job_remove(a->ids[i], a->lease))
 					left--;
-			batch_add(a->lease, left);
+			/*
+			 * A lease whose jobs all finished while its row stays (its
+			 * last jobs finished at once, each transaction leaving the
+			 * row to the other) is the worker's to delete: now.
+			 */
+			if (batch_add(a->lease, left) == 0 && !a->batch_gone)
+			{
+				TimestampTz now_ts = GetCurrentTimestamp();
+
+				(void) QueueDueLower(a->qno, now_ts);
+				QueueSignalScheduled(now_ts);
+			}
 			if (a->batch_gone)
 				batch_remove(a->lease);
 			break;
@@ -939,7 +964,7 @@ action_commit(LeaseAction *a)
 			if (a->batch_gone)
 				batch_remove(a->lease);
 			else
-				batch_add(a->lease, left);
+				(void) batch_add(a->lease, left);
 			break;
 		case LA_FORGET_DB:
 			QueueLeaseForget(MyDatabaseId, 0);
@@ -1383,6 +1408,10 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	QueueSpiBegin();
 	q = checked_queue(qno, false, ACL_UPDATE);
+	/* what queue.alter needs: a consumer may not end the leases of others */
+	if (pg_class_aclcheck(get_relname_relid("queue_config", get_namespace_oid("queue", false)),
+						  GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
 	relid = lease_relid(q);
 	if (!OidIsValid(relid))
 	{
@@ -1392,8 +1421,11 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	(void) lock_leases(qno, ExclusiveLock, true);
 	l = quote_qualified_identifier("queue", get_rel_name(relid));
 
+	/* (with a snapshot taken after the lock: leases claims committed meanwhile too) */
 	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-	ret = SPI_execute(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l), true, 1);
+	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l),
+										   0, NULL),
+							   NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
 	QueueAsRoleEnd(&as);
 	queue_spi_check(ret, SPI_OK_SELECT, 1, "read the leases", q->name);
 	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -1436,4 +1468,46 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	}
 	QueueSpiEnd();
 	return (Datum) 0;
+}
+
+/*
+ * queue._ended_leases(qno): the leases of the queue all of whose jobs
+ * finished, but whose rows stay (see LA_DONE): for the worker to delete.
+ * Needs DELETE on the lease table.
+ */
+PG_FUNCTION_INFO_V1(queue_ended_leases);
+Datum
+queue_ended_leases(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+	Datum	   *leases = NULL;
+	int			n = 0;
+
+	QueueSpiBegin();
+	(void) checked_queue(qno, true, ACL_DELETE);
+	QueueSpiEnd();
+	if (lease_batches != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		LeaseBatch *b;
+		int			cap = 0;
+
+		LWLockAcquire(BATCHES_LOCK, LW_SHARED);
+		hash_seq_init(&status, lease_batches);
+		while ((b = hash_seq_search(&status)) != NULL)
+		{
+			if (b->key.dboid != MyDatabaseId || qno_of(b->key.id) != qno ||
+				b->remaining > 0 || TransactionIdIsValid(b->xid))
+				continue;
+			if (n == cap)
+			{
+				cap = Max(cap * 2, 16);
+				leases = leases == NULL ? palloc(sizeof(Datum) * cap) :
+					repalloc(leases, sizeof(Datum) * cap);
+			}
+			leases[n++] = Int64GetDatum(b->key.id);
+		}
+		LWLockRelease(BATCHES_LOCK);
+	}
+	PG_RETURN_ARRAYTYPE_P(construct_array(leases, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 }

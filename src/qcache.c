@@ -103,6 +103,13 @@ queue_cache_reset(void)
 	queue_cache_stale = false;
 }
 
+/* Whether queue_config changed since the cache was read. */
+bool
+QueueCacheStale(void)
+{
+	return queue_cache_stale;
+}
+
 /*
  * Connect to SPI with search_path pinned.  The override is popped by
  * QueueSpiEnd, or by transaction abort if an error intervenes.

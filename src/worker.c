@@ -510,6 +510,83 @@ archive_has_work(int32 qno)
 }
 
 /*
+ * Run upkeep statement sql (with the queue's number as $1 and cleanup as
+ * $2) for queue qno, as owner, in a subtransaction of its own: one broken
+ * queue must not stall the others.  The row lock keeps queue.drop (which
+ * locks the row FOR UPDATE) out until we are done; a queue dropped since
+ * we listed it is skipped.  It is taken as ourselves: a queue's owner may
+ * read queue_config but not lock its rows.  Unless due, the statement runs
+ * only if the queue's archive has work (looked at after the row lock, in
+ * the subtransaction: an owner could otherwise break every pass by
+ * dropping an archive segment).  Returns the statement's first column, or
+ * 0 (also if it was NULL); *ran says whether it ran.
+ */
+static Datum
+upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, bool *ran)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Oid			save_userid;
+	int			save_sec;
+	volatile Datum result = (Datum) 0;
+
+	*ran = false;
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		Datum		args[2];
+		Oid			argtypes[2] = {INT4OID, BOOLOID};
+		bool		isnull;
+
+		args[0] = Int32GetDatum(qno);
+		args[1] = BoolGetDatum(cleanup);
+		if (SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+								  1, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
+			SPI_processed == 1 &&
+			(due || archive_has_work(qno)))
+		{
+			QueueAsRole as;
+
+			QueueAsRoleBegin(&as, owner);
+			if (SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
+			{
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				/* (both kinds of result are passed by value) */
+				if (!isnull)
+					result = d;
+				*ran = true;
+			}
+			QueueAsRoleEnd(&as);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outer);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		SetUserIdAndSecContext(save_userid, save_sec);
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outer);
+		CurrentResourceOwner = oldowner;
+		ereport(WARNING,
+				(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
+				 errhint("The worker tries again on its next pass.")));
+		FreeErrorData(edata);
+		*ran = false;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
  * queue's next due time is kept in shared memory, so a pass only visits
@@ -521,8 +598,10 @@ archive_has_work(int32 qno)
  * running job to orphan.  A pass costs about a millisecond per queue it
  * visits, which with hundreds of idle queues made every sweep visiting
  * all of them the bulk of an idle worker's CPU and delayed the return of
- * orphans.  Sets *next to the earliest time something falls due again (0
- * if nothing is known).
+ * orphans.  Batch leases (queue._end_leases) end after all the rest, for
+ * every queue visited: a pass is one transaction, and the rows they lock
+ * must not be held while the rest waits for something.  Sets *next to the
+ * earliest time something falls due again (0 if nothing is known).
  */
 static bool
 run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
@@ -533,8 +612,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	int			nqueues;
 	int32	   *qnos;
 	Oid		   *owners;
-	Oid			save_userid;
-	int			save_sec;
+	bool	   *visited;
 
 	*next = 0;
 	if (!begin_pass("queue: upkeep"))
@@ -547,6 +625,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	nqueues = SPI_processed;
 	qnos = MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1));
 	owners = MemoryContextAlloc(outer, sizeof(Oid) * Max(nqueues, 1));
+	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nqueues, 1));
 	for (int i = 0; i < nqueues; i++)
 	{
 		bool		isnull;
@@ -555,13 +634,13 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
 	for (int i = 0; i < nqueues; i++)
 	{
-		ResourceOwner oldowner = CurrentResourceOwner;
 		TimestampTz due = 0;
 		uint64		due_gen;
-		volatile bool due_now;
+		bool		due_now;
+		TimestampTz queue_next;
+		bool		ran;
 
 		/* gen is read before the tick takes its snapshot */
 		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
@@ -574,83 +653,50 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		}
 		if (!due_now && !cleanup)
 		{
-			if (due != DT_NOEND && (*next == 0 || due < *next))
+			if (due != DT_NOEND && due != 0 && (*next == 0 || due < *next))
 				*next = due;
 			continue;
 		}
 
-		BeginInternalSubTransaction(NULL);
-		PG_TRY();
+		queue_next = DatumGetTimestampTz(upkeep_queue(qnos[i], owners[i], cleanup, due_now,
+													  "SELECT t.next_due FROM queue.queue_config c,"
+													  " LATERAL queue._tick_queue(c, cleanup => $2, leases => false) t"
+													  " WHERE c.qno = $1",
+													  &ran));
+		if (!ran)
 		{
-			Datum		args[2];
-			Oid			argtypes[2] = {INT4OID, BOOLOID};
-			TimestampTz queue_next = due;
-			bool		isnull;
-
-			args[0] = Int32GetDatum(qnos[i]);
-			args[1] = BoolGetDatum(cleanup);
-
-			/*
-			 * The row lock keeps queue.drop (which locks the row FOR UPDATE)
-			 * out until we are done; a queue dropped since we listed it is
-			 * skipped.  It is taken as ourselves: a queue's owner may read
-			 * queue_config but not lock its rows.
-			 */
-			if (SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
-									  1, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
-				SPI_processed == 1 &&
-				(due_now || archive_has_work(qnos[i])))
-			{
-				QueueAsRole as;
-
-				QueueAsRoleBegin(&as, owners[i]);
-				queue_next = DT_NOEND;
-				if (SPI_execute_with_args("SELECT t.next_due FROM queue.queue_config c,"
-										  " LATERAL queue._tick_queue(c, cleanup => $2) t WHERE c.qno = $1",
-										  2, argtypes, args, NULL, false, 1) == SPI_OK_SELECT &&
-					SPI_processed == 1)
-				{
-					Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-					if (!isnull)
-						queue_next = DatumGetTimestampTz(d);
-				}
-				QueueAsRoleEnd(&as);
-				/*
-				 * Claims waiting on the queue sleep until its due time, or
-				 * to their deadline while it is past: a new one is theirs
-				 * to wake for (see queue_claim).
-				 */
-				if (QueueDueSet(qnos[i], queue_next, due_gen))
-					QueueSignalWaiters(qnos[i]);
-			}
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(outer);
-			CurrentResourceOwner = oldowner;
-			if (queue_next != DT_NOEND && queue_next != 0 && (*next == 0 || queue_next < *next))
-				*next = queue_next;
+			if (due != DT_NOEND && due != 0 && (*next == 0 || due < *next))
+				*next = due;
+			continue;
 		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
+		visited[i] = true;
+		if (queue_next == 0)
+			queue_next = DT_NOEND;
 
-			SetUserIdAndSecContext(save_userid, save_sec);
-			MemoryContextSwitchTo(outer);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(outer);
-			CurrentResourceOwner = oldowner;
-			ereport(WARNING,
-					(errmsg("queue worker could not maintain queue number %d: %s", qnos[i], edata->message),
-					 errhint("The worker tries again on its next pass.")));
-			FreeErrorData(edata);
-		}
-		PG_END_TRY();
+		/*
+		 * Claims waiting on the queue sleep until its due time, or to their
+		 * deadline while it is past: a new one is theirs to wake for (see
+		 * queue_claim).
+		 */
+		if (QueueDueSet(qnos[i], queue_next, due_gen))
+			QueueSignalWaiters(qnos[i]);
+		if (queue_next != DT_NOEND && (*next == 0 || queue_next < *next))
+			*next = queue_next;
+	}
+
+	for (int i = 0; i < nqueues; i++)
+	{
+		bool		ran;
+
+		if (visited[i])
+			(void) upkeep_queue(qnos[i], owners[i], cleanup, true,
+								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1 AND $2 IS NOT NULL",
+								&ran);
 	}
 	end_pass();
 	pfree(qnos);
 	pfree(owners);
+	pfree(visited);
 	return true;
 }
 
