@@ -541,6 +541,7 @@ typedef struct LeaseAction
 	int32		qno;
 	int64		lease;
 	bool		batch_gone;		/* DONE, DROPPED: the lease row was deleted too */
+	bool		emptied;		/* DONE, DROPPED: at commit, left no job in the lease */
 	int			reserved;		/* CLAIMED: room reserved for jobs, unused */
 	bool		batch_reserved; /* CLAIMED: ... and for the batch entry */
 	bool		batch_made;		/* CLAIMED: its batch entry exists */
@@ -917,6 +918,35 @@ action_abort(LeaseAction *a)
 		pg_atomic_fetch_sub_u32(&lease_shared->nbatches, 1);
 }
 
+/*
+ * A lease this transaction left without jobs, but whose row stays (its
+ * last jobs finished at once in two transactions, each leaving the row
+ * to the other), is the worker's to delete (queue._ended_leases): wake
+ * it.  A transaction that deleted the row itself has removed the entry
+ * by now, and wakes no one.
+ */
+static void
+wake_for_emptied(void)
+{
+	ListCell   *lc;
+	LeaseBatch	b;
+	TimestampTz now_ts = 0;
+
+	foreach(lc, actions)
+	{
+		LeaseAction *a = (LeaseAction *) lfirst(lc);
+
+		if (a->emptied && batch_get(a->lease, &b))
+		{
+			if (now_ts == 0)
+				now_ts = GetCurrentTimestamp();
+			(void) QueueDueLower(a->qno, now_ts);
+		}
+	}
+	if (now_ts != 0)
+		QueueSignalScheduled(now_ts);
+}
+
 static void
 action_commit(LeaseAction *a)
 {
@@ -942,18 +972,7 @@ action_commit(LeaseAction *a)
 			for (int i = 0; i < a->n; i++)
 				if (job_remove(a->ids[i], a->lease))
 					left--;
-			/*
-			 * A lease whose jobs all finished while its row stays (its
-			 * last jobs finished at once, each transaction leaving the
-			 * row to the other) is the worker's to delete: now.
-			 */
-			if (batch_add(a->lease, left) == 0 && !a->batch_gone)
-			{
-				TimestampTz now_ts = GetCurrentTimestamp();
-
-				(void) QueueDueLower(a->qno, now_ts);
-				QueueSignalScheduled(now_ts);
-			}
+			a->emptied = batch_add(a->lease, left) == 0;
 			if (a->batch_gone)
 				batch_remove(a->lease);
 			break;
@@ -964,7 +983,7 @@ action_commit(LeaseAction *a)
 			if (a->batch_gone)
 				batch_remove(a->lease);
 			else
-				(void) batch_add(a->lease, left);
+				a->emptied = batch_add(a->lease, left) == 0;
 			break;
 		case LA_FORGET_DB:
 			QueueLeaseForget(MyDatabaseId, 0);
@@ -1000,6 +1019,7 @@ lease_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			foreach(lc, actions)
 				action_commit((LeaseAction *) lfirst(lc));
+			wake_for_emptied();
 			actions = NIL;
 			left_jobs = NULL;	/* its memory goes with the transaction */
 			break;
@@ -1383,6 +1403,19 @@ QueueLeaseDroppingExtension(void)
 	(void) new_action(LA_FORGET_DB, 0, 0, 1);
 }
 
+/* Run sql (with at most one bigint[] argument) on the latest snapshot. */
+static int
+execute_latest(const char *sql, Datum *arg, bool read_only, long count)
+{
+	Oid			argtype = INT8ARRAYOID;
+	SPIPlanPtr	plan = SPI_prepare(sql, arg != NULL ? 1 : 0, &argtype);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	return SPI_execute_snapshot(plan, arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
+								read_only, true, count);
+}
+
 /*
  * queue._take_leases(qno): every batch lease of the queue ends, for
  * queue._settle_leases, which writes their jobs as running rows.  The
@@ -1421,27 +1454,26 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	(void) lock_leases(qno, ExclusiveLock, true);
 	l = quote_qualified_identifier("queue", get_rel_name(relid));
 
-	/* (with a snapshot taken after the lock: leases claims committed meanwhile too) */
+	/*
+	 * With snapshots taken after the lock, also in REPEATABLE READ: the
+	 * leases of claims that committed meanwhile are ended too.
+	 */
 	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l),
-										   0, NULL),
-							   NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+	ret = execute_latest(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l), NULL, true, 1);
 	QueueAsRoleEnd(&as);
 	queue_spi_check(ret, SPI_OK_SELECT, 1, "read the leases", q->name);
 	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
 	{
-		Oid			argtype = INT8ARRAYOID;
-
-		queue_spi_check(SPI_execute_with_args(psprintf("SELECT id FROM %s WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
-													   quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
-											  1, &argtype, &ids, NULL, false, 0),
+		queue_spi_check(execute_latest(psprintf("SELECT id FROM %s WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+												quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
+									   &ids, false, 0),
 						SPI_OK_SELECT, -1, "lock leased jobs", q->name);
 	}
 
 	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-	ret = SPI_execute(psprintf("DELETE FROM %s RETURNING lease, ids, attempts, claimed_at, lease_until,"
-							   " owner_pid, owner_start", l), false, 0);
+	ret = execute_latest(psprintf("DELETE FROM %s RETURNING lease, ids, attempts, claimed_at, lease_until,"
+								  " owner_pid, owner_start", l), NULL, false, 0);
 	QueueAsRoleEnd(&as);
 	queue_spi_check(ret, SPI_OK_DELETE_RETURNING, -1, "end the leases", q->name);
 	for (uint64 i = 0; i < SPI_processed; i++)

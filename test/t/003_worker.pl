@@ -729,6 +729,41 @@ is($mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue wo
 	$wpid, 'SIGHUP: the worker keeps running (same pid)');
 is($mon->query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'}),
 	$lpid, 'SIGHUP: the launcher keeps running (same pid)');
+
+# ------------------------------------------- 8a. a lease that ends quietly
+
+# Completing a batch lease's jobs ends it (its row is deleted) in the
+# completing transaction: nothing is left for the worker, and waking it
+# for every lease, hundreds of times a second, would cost a pass each.
+# With a long naptime, the worker's last pass (pg_stat_activity's
+# state_change) must not move while consumers go through leases.
+$mon->query(q{ALTER SYSTEM SET queue.worker_naptime = '1h'});
+$mon->query(q{SELECT pg_reload_conf()});
+$app->query(q{SELECT queue.create('quiet', lease => '1 hour')});
+$app->query(q{SELECT count(*) FROM queue.enqueue_batch('quiet', array_fill('{}'::jsonb, ARRAY[200]))});
+my $last_pass = qq{SELECT state_change FROM pg_stat_activity WHERE pid = $wpid};
+my ($before, $quiet);
+for (1 .. 40)
+{
+	$before = $mon->query($last_pass);
+	sleep 0.5;
+	$quiet = $mon->query(qq{SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $wpid}) eq 't'
+	  && $mon->query($last_pass) eq $before;
+	last if $quiet;
+}
+ok($quiet, 'the worker goes quiet with a naptime of 1 hour');
+my $ended = 0;
+for (1 .. 20)
+{
+	my $ids = $app->query(q{SELECT array_agg(id) FROM queue.claim('quiet', 10)});
+	$ended++ if $app->query(q{SELECT count(*) FROM queue.l_quiet}) eq '1'
+	  && $app->query(qq{SELECT queue.complete('$ids'::bigint[])}) eq '10'
+	  && $app->query(q{SELECT count(*) FROM queue.l_quiet}) eq '0';
+}
+is($ended, 20, 'completing batches of 10 ends their leases');
+sleep 0.3;
+is($mon->query($last_pass), $before, 'and the worker was not woken for any of them');
+$app->query(q{SELECT queue.drop('quiet')});
 $mon->query(q{ALTER SYSTEM RESET queue.worker_naptime});
 $mon->query(q{SELECT pg_reload_conf()});
 
