@@ -519,10 +519,17 @@ archive_has_work(int32 qno)
  * only if the queue's archive has work (looked at after the row lock, in
  * the subtransaction: an owner could otherwise break every pass by
  * dropping an archive segment).  Returns the statement's first column, or
- * 0 (also if it was NULL); *ran says whether it ran.
+ * 0 (also if it was NULL); *status says whether it ran.
  */
+typedef enum UpkeepStatus
+{
+	UPKEEP_RAN,
+	UPKEEP_SKIPPED,				/* dropped, or nothing to do */
+	UPKEEP_FAILED				/* warned; tried again after a naptime */
+} UpkeepStatus;
+
 static Datum
-upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, bool *ran)
+upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, UpkeepStatus *status)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -530,7 +537,7 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, bool
 	int			save_sec;
 	volatile Datum result = (Datum) 0;
 
-	*ran = false;
+	*status = UPKEEP_SKIPPED;
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
@@ -557,7 +564,7 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, bool
 				/* (both kinds of result are passed by value) */
 				if (!isnull)
 					result = d;
-				*ran = true;
+				*status = UPKEEP_RAN;
 			}
 			QueueAsRoleEnd(&as);
 		}
@@ -580,7 +587,7 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, bool
 				(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
 				 errhint("The worker tries again on its next pass.")));
 		FreeErrorData(edata);
-		*ran = false;
+		*status = UPKEEP_FAILED;
 	}
 	PG_END_TRY();
 	return result;
@@ -640,7 +647,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		uint64		due_gen;
 		bool		due_now;
 		TimestampTz queue_next;
-		bool		ran;
+		UpkeepStatus status;
 
 		/* gen is read before the tick takes its snapshot */
 		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
@@ -662,8 +669,10 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 													  "SELECT t.next_due FROM queue.queue_config c,"
 													  " LATERAL queue._tick_queue(c, cleanup => $2, leases => false) t"
 													  " WHERE c.qno = $1",
-													  &ran));
-		if (!ran)
+													  &status));
+		if (status == UPKEEP_FAILED)
+			continue;			/* its due time is past: not before the naptime */
+		if (status == UPKEEP_SKIPPED)
 		{
 			if (due != DT_NOEND && due != 0 && (*next == 0 || due < *next))
 				*next = due;
@@ -686,12 +695,12 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 
 	for (int i = 0; i < nqueues; i++)
 	{
-		bool		ran;
+		UpkeepStatus status;
 
 		if (visited[i])
 			(void) upkeep_queue(qnos[i], owners[i], cleanup, true,
 								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1 AND $2 IS NOT NULL",
-								&ran);
+								&status);
 	}
 	end_pass();
 	pfree(qnos);
