@@ -7,8 +7,9 @@
  * queue_config rows are read once per backend and kept until a
  * transaction that changed queue_config commits; queue._invalidate() sends
  * a relcache invalidation for queue_config then, and our callback marks the
- * whole cache stale.  Plans of a stale cache may still be executing further
- * up the stack, so they are freed only at the end of the transaction.
+ * whole cache stale.  Entries and plans of a stale cache may still be in
+ * use further up the stack (a trigger on a job table can call us from
+ * inside a claim), so they are freed only at the end of the transaction.
  *
  * All SPI work runs with search_path pinned to pg_catalog (and no pg_temp),
  * so neither a caller's search_path nor objects it created can change what
@@ -37,6 +38,7 @@ static MemoryContext queue_cache_cxt = NULL;
 static bool queue_cache_stale = false;
 static Oid	queue_config_relid = InvalidOid;
 static List *dead_plans = NIL;
+static List *dead_caches = NIL;
 static OverrideSearchPath *pinned_path = NULL;
 
 static void
@@ -59,6 +61,22 @@ free_dead_plans(XactEvent event, void *arg)
 		SPI_freeplan((SPIPlanPtr) lfirst(lc));
 	list_free(dead_plans);
 	dead_plans = NIL;
+	foreach(lc, dead_caches)
+	{
+		HTAB	   *cache = (HTAB *) lfirst(lc);
+		HASH_SEQ_STATUS status;
+		QueueInfo  *q;
+
+		hash_seq_init(&status, cache);
+		while ((q = hash_seq_search(&status)) != NULL)
+		{
+			QueueInsertForget(q->insert);
+			QueueInsertForget(q->archive_insert);
+		}
+		hash_destroy(cache);
+	}
+	list_free(dead_caches);
+	dead_caches = NIL;
 }
 
 void
@@ -81,15 +99,11 @@ queue_cache_reset(void)
 
 		hash_seq_init(&status, queue_by_qno);
 		while ((q = hash_seq_search(&status)) != NULL)
-		{
 			for (int i = 0; i < NUM_QUEUE_PLANS; i++)
 				if (q->plans[i] != NULL)
 					dead_plans = lappend(dead_plans, q->plans[i]);
-			QueueInsertForget(q->insert);
-			QueueInsertForget(q->archive_insert);
-		}
+		dead_caches = lappend(dead_caches, queue_by_qno);
 		MemoryContextSwitchTo(old);
-		hash_destroy(queue_by_qno);
 	}
 
 	if (queue_cache_cxt == NULL)
