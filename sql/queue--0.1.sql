@@ -56,7 +56,7 @@ CREATE TABLE queue._job (
     state       queue.job_state NOT NULL,
     priority    int NOT NULL,
     attempt     int NOT NULL,
-    uncounted   int NOT NULL DEFAULT 0,     -- released attempts: not toward max_attempts
+    uncounted   int NOT NULL DEFAULT 0,     -- attempts released, or before a retry: not toward max_attempts
     owner_pid   int,
     group_key   text,
     dedup_key   text,
