@@ -1216,7 +1216,6 @@ DECLARE
     seq text := 'q_' || r.name || '$seq';
     t   timestamptz := clock_timestamp();
     l record;
-    leases boolean;
     n_lease bigint := 0;
     n_lease_dead bigint := 0;
     n bigint;
@@ -1225,10 +1224,11 @@ DECLARE
     rest bigint[];
     rest_attempts int[];
 BEGIN
-    leases := has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
-              AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE');
-    IF leases AND queue._share_leases(r.qno) THEN
+    -- (each privilege on its own: given a list, has_table_privilege wants any)
+    IF has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT')
+       AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'UPDATE')
+       AND has_table_privilege(format('queue.%I', 'l_' || r.name), 'DELETE')
+       AND queue._share_leases(r.qno) THEN
         FOR l IN EXECUTE format($q$
             SELECT lease, ids, attempts, claimed_at, lease_until FROM queue.%1$I
              WHERE lease_until < $2
@@ -1288,8 +1288,8 @@ $$;
  * One pass of upkeep for one queue: returns jobs whose lease ran out or
  * whose claiming session is gone (orphans), makes due scheduled jobs
  * ready, and with cleanup empties archive segments past retention
- * (queue._rotate_archive).  Batches
- * are bounded so that a pass never holds many row locks or runs long;
+ * (queue._rotate_archive).  Batch leases are queue._end_leases's, run
+ * after every queue's tick.  Batches are bounded so that a pass never holds many row locks or runs long;
  * callers loop while work remains.  next_due is when something falls due
  * next (a scheduled job or a lease), for the worker's sleep.
  *
@@ -1299,7 +1299,7 @@ $$;
  * on, and the lease remains the guarantee.
  */
 CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
-    cleanup boolean DEFAULT true, leases boolean DEFAULT true,
+    cleanup boolean DEFAULT true,
     OUT promoted bigint, OUT expired bigint, OUT deleted bigint, OUT next_due timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1361,10 +1361,6 @@ BEGIN
         deleted := queue._rotate_archive(r, t);
     END IF;
 
-    IF leases THEN
-        expired := expired + queue._end_leases(r, batch);
-    END IF;
-
     EXECUTE format($q$
         SELECT least(
             (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
@@ -1411,7 +1407,7 @@ BEGIN
     FOR i IN 1 .. cardinality(rs) LOOP
         promoted := 0; expired := 0; deleted := 0;
         LOOP
-            t := queue._tick_queue(rs[i], leases => false);
+            t := queue._tick_queue(rs[i]);
             promoted := promoted + t.promoted;
             expired := expired + t.expired;
             deleted := deleted + t.deleted;

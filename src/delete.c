@@ -79,7 +79,7 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 		return -1;
 	st = ds.st;
 	slot = st->scan_slot;
-	nblocks = RelationGetNumberOfBlocks(ds.rel);
+	nblocks = InvalidBlockNumber;	/* looked up at the first leased job */
 
 	for (int i = 0; i < n; i++)
 	{
@@ -100,6 +100,8 @@ QueueDeleteRunning(QueueInfo *q, const Datum *ids, int n, bool has_token, int32 
 		 * (unless the table was rewritten since); its attempt is the row's
 		 * next.
 		 */
+		if (leased[i] && nblocks == InvalidBlockNumber)
+			nblocks = RelationGetNumberOfBlocks(ds.rel);
 		direct = leased[i] && ItemPointerIsValid(&lease->tid) &&
 			ItemPointerGetBlockNumber(&lease->tid) < nblocks &&
 			table_tuple_fetch_row_version(ds.rel, &lease->tid, ds.snap, slot) &&

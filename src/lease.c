@@ -665,9 +665,6 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 	AcceptInvalidationMessages();
 	if (QueueCacheStale())
 		return;
-	a = new_action(LA_CLAIMED, q->qno, 0, want);
-	lc->tids = palloc(sizeof(ItemPointerData) * want);
-	lc->attempts = palloc(sizeof(int32) * want);
 	if (!reserve(&lease_shared->njobs, want, queue_max_leased_jobs))
 		return;
 	if (!reserve(&lease_shared->nbatches, 1, max_batches()))
@@ -675,6 +672,9 @@ QueueLeaseClaimBegin(QueueLeaseClaim *lc, QueueInfo *q, int want, TimestampTz cl
 		pg_atomic_fetch_sub_u32(&lease_shared->njobs, want);
 		return;
 	}
+	a = new_action(LA_CLAIMED, q->qno, 0, want);
+	lc->tids = palloc(sizeof(ItemPointerData) * want);
+	lc->attempts = palloc(sizeof(int32) * want);
 	a->reserved = want;
 	a->batch_reserved = true;
 	lc->action = a;
@@ -972,7 +972,9 @@ action_commit(LeaseAction *a)
 			for (int i = 0; i < a->n; i++)
 				if (job_remove(a->ids[i], a->lease))
 					left--;
-			a->emptied = batch_add(a->lease, left) == 0;
+			/* (the action of a deleted row lists no jobs) */
+			if (a->n > 0)
+				a->emptied = batch_add(a->lease, left) == 0;
 			if (a->batch_gone)
 				batch_remove(a->lease);
 			break;
@@ -1200,7 +1202,7 @@ QueueLeaseNextExpiry(int32 qno)
 static QueueInfo *
 checked_queue(int32 qno, bool lease_table, AclMode mode)
 {
-	QueueInfo  *q = qno > 0 ? QueueLookupById(qno, true) : NULL;
+	QueueInfo  *q = qno > 0 && qno < QUEUE_ID_FACTOR ? QueueLookupById(qno, true) : NULL;
 	Oid			relid = InvalidOid;
 
 	if (q != NULL)
@@ -1410,8 +1412,9 @@ execute_latest(const char *sql, Datum *arg, bool read_only, long count)
 	Oid			argtype = INT8ARRAYOID;
 	SPIPlanPtr	plan = SPI_prepare(sql, arg != NULL ? 1 : 0, &argtype);
 
+	/* (a failure's code goes to the caller's queue_spi_check) */
 	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		return SPI_result;
 	return SPI_execute_snapshot(plan, arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
 								read_only, true, count);
 }

@@ -667,7 +667,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 
 		queue_next = DatumGetTimestampTz(upkeep_queue(qnos[i], owners[i], cleanup, due_now,
 													  "SELECT t.next_due FROM queue.queue_config c,"
-													  " LATERAL queue._tick_queue(c, cleanup => $2, leases => false) t"
+													  " LATERAL queue._tick_queue(c, cleanup => $2) t"
 													  " WHERE c.qno = $1",
 													  &status));
 		if (status == UPKEEP_FAILED)
