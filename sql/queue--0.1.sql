@@ -503,6 +503,14 @@ $$;
  * A new max_running: slots 1..n, with the jobs running now holding slots
  * (those beyond n get slots above n, and move into slots freed within
  * the limit: see QueueSlotsFree).
+ *
+ * The old slots go first: that waits for claims holding slots to commit,
+ * so their jobs are seen running.  A running job gets a slot only if we
+ * can lock its row.  One locked by someone else is being finished (its
+ * finisher freed or will free its old slot, and it needs no new one) or
+ * extended, and then runs without a slot until it ends.  The lock makes
+ * whoever finishes a job we gave a slot wait for our commit, and then free
+ * the new slot (QueueSlotsFree reads our settings and rows afresh).
  */
 CREATE FUNCTION queue._rebuild_slots(queue text, n int)
 RETURNS void
@@ -517,7 +525,8 @@ BEGIN
             SELECT coalesce(g, r.rn), r.id
               FROM generate_series(1, $1) g
               FULL JOIN (SELECT id, row_number() OVER (ORDER BY id) AS rn
-                           FROM queue.%2$I WHERE state = 'running') r ON r.rn = g$q$,
+                           FROM (SELECT id FROM queue.%2$I WHERE state = 'running'
+                                   FOR SHARE SKIP LOCKED) j) r ON r.rn = g$q$,
             's_' || queue, 'q_' || queue)
         USING n;
     END IF;

@@ -117,8 +117,7 @@ after_running(QueueInfo *q, Datum *const *values, bool *const *nulls, int n)
 		if (!nulls[i][HELD_GROUP_KEY])
 			groups[ngroups++] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i][HELD_GROUP_KEY]));
 	}
-	if (q->max_running > 0)
-		QueueSlotsFree(q, ids, n);
+	QueueSlotsFree(q, ids, n);
 	if (ngroups > 0)
 		QueueGroupAdvance(q, groups, ngroups);
 }
@@ -146,8 +145,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	if (nheld > 0)
 	{
 		QueueXactFinished(q->qno, nheld, 0);
-		if (q->max_running > 0)
-			QueueSlotsFree(q, held_ids, nheld);
+		QueueSlotsFree(q, held_ids, nheld);
 		if (ngroups > 0)
 			QueueGroupAdvance(q, groups, ngroups);
 	}
@@ -387,8 +385,7 @@ queue_fail(PG_FUNCTION_ARGS)
 	group = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	if (!isnull)
 		group = PointerGetDatum(PG_DETOAST_DATUM_COPY(group));
-	if (q->max_running > 0)
-		QueueSlotsFree(q, &args[0], 1);
+	QueueSlotsFree(q, &args[0], 1);
 	/*
 	 * A retried job keeps its group waiting, unless the queue requeues it
 	 * behind the rest of its group; a dead one lets the group go on.
@@ -506,8 +503,7 @@ queue_release(PG_FUNCTION_ARGS)
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
-	if (q->max_running > 0)
-		QueueSlotsFree(q, &args[0], 1);
+	QueueSlotsFree(q, &args[0], 1);
 	QueueSpiEnd();
 	PG_RETURN_BOOL(true);
 }

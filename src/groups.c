@@ -44,6 +44,7 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -250,7 +251,8 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 }
 
 /*
- * Free the slots of jobs that stopped running.  Slots numbered above
+ * Free the slots of jobs that stopped running, if the queue has
+ * max_running.  Slots numbered above
  * max_running hold jobs that were already running when the limit was set
  * or lowered: such a job moves into each slot freed within the limit, and
  * its own slot goes away, so that claims see free slots only once fewer
@@ -262,6 +264,19 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 	Datum		args[2];
 
 	if (n == 0)
+		return;
+
+	/*
+	 * queue.alter() may have set or changed max_running since our copy of
+	 * the settings was read.  It rebuilds the slot table from the running
+	 * jobs it locks, so a job we finished after waiting for its row got a
+	 * slot in the new table: free it, whatever our copy said.  The SPI
+	 * statement below reads with a new snapshot, which sees alter's rows.
+	 */
+	AcceptInvalidationMessages();
+	if (QueueCacheStale())
+		q = QueueLookupById(q->qno, false);
+	if (q->max_running <= 0)
 		return;
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = Int32GetDatum(q->max_running);
@@ -299,8 +314,7 @@ queue_free_slots(PG_FUNCTION_ARGS)
 					  &ids, &nulls, &n);
 	QueueSpiBegin();
 	q = QueueLookupById(PG_GETARG_INT32(0), false);
-	if (q->max_running > 0)
-		QueueSlotsFree(q, ids, n);
+	QueueSlotsFree(q, ids, n);
 	QueueSpiEnd();
 	PG_RETURN_VOID();
 }

@@ -30,6 +30,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "queue.h"
 
@@ -179,6 +180,7 @@ load_queue(const char *name, int32 qno)
 	int32		found_qno;
 	QueueInfo  *q;
 	bool		found;
+	SPIPlanPtr	plan;
 
 	if (name != NULL)
 	{
@@ -190,14 +192,24 @@ load_queue(const char *name, int32 qno)
 		arg = Int32GetDatum(qno);
 		argtype = INT4OID;
 	}
-	ret = SPI_execute_with_args(name != NULL ?
-								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
-								" archive_seg FROM queue.queue_config WHERE name = $1" :
-								"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-								" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
-								" archive_seg FROM queue.queue_config WHERE qno = $1",
-								1, &argtype, &arg, NULL, true, 1);
+	plan = SPI_prepare(name != NULL ?
+					   "SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
+					   " retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
+					   " archive_seg FROM queue.queue_config WHERE name = $1" :
+					   "SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
+					   " retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
+					   " archive_seg FROM queue.queue_config WHERE qno = $1",
+					   1, &argtype);
+
+	/*
+	 * Read as committed now, like a catalog: the cache is reloaded when a
+	 * change commits (queue._invalidate), often in the middle of a
+	 * statement whose snapshot predates the change.  Read with that
+	 * snapshot, the old settings would be kept as new until the next
+	 * change.
+	 */
+	ret = plan == NULL ? SPI_result :
+		SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
 	if (ret != SPI_OK_SELECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
