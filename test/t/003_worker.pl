@@ -591,6 +591,27 @@ like($werr, qr/ERROR:\s+57014: canceling statement due to statement timeout/,
 ok($cancel_time >= 0.2 && $cancel_time < 1.5, 'wait: cancelled after about 200 ms');
 note sprintf('statement_timeout 200ms: claim(wait) ended after %.1f ms', $cancel_time * 1000);
 $waiter->query(q{RESET statement_timeout});
+
+# Pausing and resuming reach a claim that is already waiting: a job
+# enqueued into the paused queue wakes it, but it must see the pause and
+# leave the job alone; resume wakes it again, and then it takes the job.
+$app->query(q{SELECT queue.create('wp')});
+$waiter->send(q{SELECT payload FROM queue.claim('wp', 1, wait => '6 s')});
+ok(defined poll_for($mon, qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}},
+	'Extension', 3), 'pause: the claim is waiting');
+$app->query(q{SELECT queue.pause('wp')});
+my $wp1 = $app->query(q{SELECT queue.enqueue('wp', '{"p": 1}')});
+sleep(0.5);
+is($mon->query(qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $waiter->{pid}}),
+	'Extension', 'pause: the claim, woken by the enqueue, is still waiting');
+is($app->query(qq{SELECT state FROM queue.jobs WHERE id = $wp1}), 'ready',
+	'pause: it left the job of the paused queue alone');
+$t0 = time;
+$app->query(q{SELECT queue.resume('wp')});
+($wout, $werr, $wdone) = $waiter->wait(8);
+is($wout, '{"p": 1}', 'resume: the waiting claim takes the job');
+ok(defined $wdone && $wdone - $t0 < 1, 'resume: less than 1 s after the resume');
+$app->query(q{SELECT queue.drop('wp')});
 $waiter->close;
 
 # ---------------------------------------------------------------- 6. restart
