@@ -694,7 +694,8 @@ BEGIN
     END IF;
     -- (while the queue still exists: its shared state goes at commit)
     PERFORM queue._reset_cursor(r.qno, true);
-    EXECUTE format('DROP TABLE queue.%I, queue.%I, queue.%I, queue.%I',
+    -- IF EXISTS: DROP OWNED ... CASCADE may have dropped some or all of them
+    EXECUTE format('DROP TABLE IF EXISTS queue.%I, queue.%I, queue.%I, queue.%I',
                    'q_' || queue, 'a_' || queue, 's_' || queue, 'l_' || queue);
     DELETE FROM queue.queue_config c WHERE c.qno = r.qno;
     PERFORM queue._invalidate();

@@ -399,6 +399,26 @@ DROP SCHEMA regress_evil CASCADE;
 DROP ROLE regress_queue_owner;
 
 --
+-- DROP OWNED ... CASCADE, the usual way to remove a role, drops the
+-- tables of the queues the role owns, but not their rows in queue_config:
+-- such a queue says what happened when used, and queue.drop() still
+-- removes it (it used to fail, as the queue's table was missing).
+--
+CREATE ROLE regress_queue_owner;
+SELECT queue.create('sec_owned');
+SELECT queue.set_owner('sec_owned', 'regress_queue_owner');
+SELECT queue.enqueue('sec_owned', '{}') > 0 AS enqueued;
+DROP OWNED BY regress_queue_owner CASCADE;
+DROP ROLE regress_queue_owner;
+\c
+SELECT * FROM queue.claim('sec_owned');
+SELECT queue.drop('sec_owned');
+SELECT count(*) FROM queue.queues WHERE queue = 'sec_owned';
+SELECT queue.create('sec_owned');
+SELECT queue.enqueue('sec_owned', '{}') > 0 AS enqueued;
+SELECT queue.drop('sec_owned');
+
+--
 -- Every valid name is usable, also names that extend another queue's
 -- name the way the extension names a queue's own objects.
 --

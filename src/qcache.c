@@ -749,6 +749,14 @@ QueueGetPlan(QueueInfo *q, QueuePlanId which)
 
 	nargs = plan_args(which, types);
 
+	/* (clearer than the parser's error) */
+	if (!OidIsValid(QueueTableRelid(q)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the table of queue \"%s\", queue.q_%s, does not exist", q->name, q->name),
+				 errdetail("It was dropped without queue.drop(), for instance by DROP OWNED ... CASCADE."),
+				 errhint("Drop the queue with queue.drop('%s'), and create it again.", q->name)));
+
 	/*
 	 * Generic plans: every statement here is an index lookup or an ordered
 	 * index scan whatever its parameters, and the plan cache would

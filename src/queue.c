@@ -311,17 +311,49 @@ queue_set_archive_seg(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Whether queue qno exists but its table does not: it went without
+ * queue.drop (DROP OWNED ... CASCADE dropped its owner's objects, or it
+ * was dropped by hand).
+ */
+static bool
+queue_table_missing(int32 qno)
+{
+	QueueInfo  *q = NULL;
+	bool		missing;
+
+	QueueSpiBegin();
+	if (qno > 0 && qno < QUEUE_ID_FACTOR)
+		q = QueueLookupById(qno, true);
+	missing = q != NULL && !OidIsValid(QueueTableRelid(q));
+	QueueSpiEnd();
+	return missing;
+}
+
+/*
  * queue._reset_cursor(qno, forget): the calling transaction may make jobs ready
  * anywhere in the claim order, or holds locks on ready jobs that a claim
  * skips over; when it ends, either way, claims start again from the front.
- * forget (queue.drop) removes the queue's shared state at commit.
+ * forget (queue.drop) removes the queue's shared state at commit: for a
+ * queue whose table is gone, whoever may delete its queue_config row may
+ * do that, so that such a queue can still be dropped.
  */
 PG_FUNCTION_INFO_V1(queue_reset_cursor);
 Datum
 queue_reset_cursor(PG_FUNCTION_ARGS)
 {
-	queue_check_writer(PG_GETARG_INT32(0));
-	QueueXactResetAtEnd(PG_GETARG_INT32(0), PG_GETARG_BOOL(1));
+	int32		qno = PG_GETARG_INT32(0);
+	bool		forget = PG_GETARG_BOOL(1);
+
+	if (forget && queue_table_missing(qno))
+	{
+		Oid			config = get_relname_relid("queue_config", get_namespace_oid("queue", false));
+
+		if (pg_class_aclcheck(config, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
+	}
+	else
+		queue_check_writer(qno);
+	QueueXactResetAtEnd(qno, forget);
 	PG_RETURN_VOID();
 }
 
