@@ -10,9 +10,10 @@
 # coalesced NOTIFY per committing transaction (none for rolled back work,
 # none while no session LISTENs on a queue channel);
 # claim(wait =>) woken by a committing producer, with its xmin released
-# while it sleeps, and cancellable; jobs survive a fast restart and crash
-# recovery; DROP EXTENSION, DROP DATABASE and CREATE DATABASE ... TEMPLATE
-# are not blocked by the worker; a configuration reload reaches the worker;
+# while it sleeps, cancellable, and aware of pause and resume; jobs
+# survive a fast restart and crash recovery; DROP EXTENSION, DROP
+# DATABASE and CREATE DATABASE ... TEMPLATE are not blocked by the worker;
+# a configuration reload reaches the worker;
 # a terminated worker or a terminated or cancelled launcher comes back
 # without duplicating workers; without shared_preload_libraries the
 # extension says so and claim(wait =>) refuses.  Finally no worker or
