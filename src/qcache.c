@@ -38,7 +38,6 @@ static HTAB *queue_by_qno = NULL;
 static MemoryContext queue_cache_cxt = NULL;
 static bool queue_cache_stale = false;
 static Oid	queue_config_relid = InvalidOid;
-static List *dead_plans = NIL;
 static List *dead_caches = NIL;
 static OverrideSearchPath *pinned_path = NULL;
 
@@ -50,7 +49,7 @@ queue_relcache_callback(Datum arg, Oid relid)
 }
 
 static void
-free_dead_plans(XactEvent event, void *arg)
+free_dead_caches(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
@@ -58,10 +57,6 @@ free_dead_plans(XactEvent event, void *arg)
 		event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT &&
 		event != XACT_EVENT_PREPARE)
 		return;
-	foreach(lc, dead_plans)
-		SPI_freeplan((SPIPlanPtr) lfirst(lc));
-	list_free(dead_plans);
-	dead_plans = NIL;
 	foreach(lc, dead_caches)
 	{
 		HTAB	   *cache = (HTAB *) lfirst(lc);
@@ -71,6 +66,9 @@ free_dead_plans(XactEvent event, void *arg)
 		hash_seq_init(&status, cache);
 		while ((q = hash_seq_search(&status)) != NULL)
 		{
+			for (int i = 0; i < NUM_QUEUE_PLANS; i++)
+				if (q->plans[i] != NULL)
+					SPI_freeplan(q->plans[i]);
 			QueueInsertForget(q->insert);
 			QueueInsertForget(q->archive_insert);
 		}
@@ -84,7 +82,7 @@ void
 QueueCacheInit(void)
 {
 	CacheRegisterRelcacheCallback(queue_relcache_callback, (Datum) 0);
-	RegisterXactCallback(free_dead_plans, NULL);
+	RegisterXactCallback(free_dead_caches, NULL);
 }
 
 static void
@@ -92,17 +90,14 @@ queue_cache_reset(void)
 {
 	HASHCTL		ctl;
 
+	/*
+	 * The old entries stay until the transaction ends: a caller may still
+	 * use one, and even prepare plans on it, which then go with it.
+	 */
 	if (queue_by_qno != NULL)
 	{
-		HASH_SEQ_STATUS status;
-		QueueInfo  *q;
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		hash_seq_init(&status, queue_by_qno);
-		while ((q = hash_seq_search(&status)) != NULL)
-			for (int i = 0; i < NUM_QUEUE_PLANS; i++)
-				if (q->plans[i] != NULL)
-					dead_plans = lappend(dead_plans, q->plans[i]);
 		dead_caches = lappend(dead_caches, queue_by_qno);
 		MemoryContextSwitchTo(old);
 	}
