@@ -217,6 +217,19 @@ queue_advance_groups(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * Run a statement on the slot table as it is now.  The slots are the
+ * queue's bookkeeping, not the user's data: under REPEATABLE READ, the
+ * transaction's snapshot would make every slot that another consumer took
+ * or freed since it was taken a serialization failure.
+ */
+static int
+slots_execute(QueueInfo *q, QueuePlanId which, Datum *args)
+{
+	return SPI_execute_snapshot(QueueGetPlan(q, which), args, NULL, GetLatestSnapshot(),
+								InvalidSnapshot, false, true, 0);
+}
+
 /* Lock up to want free slots; returns how many, and their numbers. */
 int
 QueueSlotsTake(QueueInfo *q, int want, Datum **slots)
@@ -225,7 +238,7 @@ QueueSlotsTake(QueueInfo *q, int want, Datum **slots)
 
 	args[0] = Int32GetDatum(q->max_running);
 	args[1] = Int32GetDatum(want);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_TAKE), args, NULL, false, 0),
+	queue_spi_check(slots_execute(q, PLAN_SLOTS_TAKE, args),
 					SPI_OK_SELECT, -1, "take running slots", q->name);
 	*slots = palloc(sizeof(Datum) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -246,7 +259,7 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 		return;
 	args[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_ASSIGN), args, NULL, false, 0),
+	queue_spi_check(slots_execute(q, PLAN_SLOTS_ASSIGN, args),
 					SPI_OK_UPDATE, -1, "assign running slots", q->name);
 }
 
@@ -271,7 +284,7 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 	 * the settings was read.  It rebuilds the slot table from the running
 	 * jobs it locks, so a job we finished after waiting for its row got a
 	 * slot in the new table: free it, whatever our copy said.  The SPI
-	 * statement below reads with a new snapshot, which sees alter's rows.
+	 * statement below reads the latest snapshot, which sees alter's rows.
 	 */
 	AcceptInvalidationMessages();
 	if (QueueCacheStale())
@@ -280,7 +293,7 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		return;
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = Int32GetDatum(q->max_running);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_FREE), args, NULL, false, 0),
+	queue_spi_check(slots_execute(q, PLAN_SLOTS_FREE, args),
 					SPI_OK_UPDATE_RETURNING, -1, "free running slots", q->name);
 	if (SPI_processed > 0)
 	{
@@ -294,7 +307,7 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		{
 			Datum		margs[2] = {args[1], freed[i]};
 
-			queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_SLOTS_MIGRATE), margs, NULL, false, 0),
+			queue_spi_check(slots_execute(q, PLAN_SLOTS_MIGRATE, margs),
 							SPI_OK_UPDATE, -1, "move running slots", q->name);
 		}
 	}
