@@ -265,11 +265,10 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 
 /*
  * Free the slots of jobs that stopped running, if the queue has
- * max_running.  Slots numbered above
- * max_running hold jobs that were already running when the limit was set
- * or lowered: such a job moves into each slot freed within the limit, and
- * its own slot goes away, so that claims see free slots only once fewer
- * than max_running jobs run.
+ * max_running.  Slots numbered above max_running hold jobs that were
+ * already running when the limit was set or lowered: such a job moves into
+ * each slot freed within the limit, and its own slot goes away, so that
+ * claims see free slots only once fewer than max_running jobs run.
  */
 void
 QueueSlotsFree(QueueInfo *q, Datum *ids, int n)

@@ -203,8 +203,13 @@ load_queue(const char *name, int32 qno)
 	 * snapshot, the old settings would be kept as new until the next
 	 * change.
 	 */
-	ret = plan == NULL ? SPI_result :
-		SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+	if (plan == NULL)
+		ret = SPI_result;
+	else
+	{
+		ret = SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+		SPI_freeplan(plan);
+	}
 	if (ret != SPI_OK_SELECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
