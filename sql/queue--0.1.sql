@@ -1299,14 +1299,15 @@ $$;
  * whose claiming session is gone (orphans), makes due scheduled jobs
  * ready, and with cleanup empties archive segments past retention
  * (queue._rotate_archive).  Batch leases are queue._end_leases's, run
- * after every queue's tick.  Batches are bounded so that a pass never holds many row locks or runs long;
- * callers loop while work remains.  next_due is when something falls due
- * next (a scheduled job or a lease), for the worker's sleep.
+ * after every queue's tick.  Batches are bounded so that a pass never
+ * holds many row locks or runs long; callers loop while work remains.
+ * next_due is when something falls due next (a scheduled job or a
+ * lease), for the worker's sleep.
  *
  * A claim is an orphan when it was committed by a session that no longer
  * exists: pid and backend start time together identify a session, since
- * pids are reused (queue._owner_alive, src/owners.c).  Behind a connection pooler the server session lives
- * on, and the lease remains the guarantee.
+ * pids are reused (queue._owner_alive, src/owners.c).  Behind a connection
+ * pooler the server session lives on, and the lease remains the guarantee.
  */
 CREATE FUNCTION queue._tick_queue(r queue.queue_config, batch int DEFAULT 1000,
     cleanup boolean DEFAULT true,

@@ -24,7 +24,6 @@
 #include "tcop/pquery.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/portal.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -450,7 +449,6 @@ queue_claim(PG_FUNCTION_ARGS)
 				pg_usleep((long) (wake_at - now_ts));
 		}
 		/* The queue may have been paused, resumed or dropped meanwhile. */
-		AcceptInvalidationMessages();
 		q = QueueLookupByName(qname);
 	}
 	if (wait_ms > 0)

@@ -37,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -44,8 +45,6 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "queue.h"
@@ -80,18 +79,18 @@ queue_lock_group(PG_FUNCTION_ARGS)
 }
 
 /*
- * Run a group statement.  What it decides must see every transaction that
- * held the group lock before us, so under REPEATABLE READ or SERIALIZABLE,
- * whose snapshot may predate them, it runs with the latest snapshot
- * instead (as foreign key checks do).
+ * Run a group or slot statement.  What it decides must see every
+ * transaction that held the group lock, or took or freed a slot, before
+ * us: under REPEATABLE READ or SERIALIZABLE, whose snapshot may predate
+ * them, it runs with the latest snapshot instead (as foreign key checks
+ * do); a slot changed since would otherwise be a serialization failure.
  */
 static int
-exec_group_plan(QueueInfo *q, QueuePlanId which, Datum *args)
+exec_latest(QueueInfo *q, QueuePlanId which, Datum *args, long count)
 {
 	if (IsolationUsesXactSnapshot())
-		return SPI_execute_snapshot(QueueGetPlan(q, which), args, NULL,
-									GetLatestSnapshot(), InvalidSnapshot, false, false, 1);
-	return SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, 1);
+		return QueueExecuteLatest(QueueGetPlan(q, which), args, false, count);
+	return SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, count);
 }
 
 /*
@@ -107,7 +106,7 @@ QueueGroupBusy(QueueInfo *q, text *group_key)
 	/* a head claimed by this transaction is not in the table until commit */
 	if (QueueHeldInGroup(q->qno, group_key))
 		return true;
-	queue_spi_check(exec_group_plan(q, PLAN_GROUP_BUSY, &arg), SPI_OK_SELECT, -1, "look up a group", q->name);
+	queue_spi_check(exec_latest(q, PLAN_GROUP_BUSY, &arg, 1), SPI_OK_SELECT, -1, "look up a group", q->name);
 	return SPI_processed > 0;
 }
 
@@ -155,7 +154,7 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 			continue;			/* its head is ours, held until commit */
 		args[0] = group_keys[i];
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		queue_spi_check(exec_group_plan(q, PLAN_GROUP_ADVANCE, args), SPI_OK_UPDATE_RETURNING, -1,
+		queue_spi_check(exec_latest(q, PLAN_GROUP_ADVANCE, args, 1), SPI_OK_UPDATE_RETURNING, -1,
 						"advance a group", q->name);
 		if (SPI_processed == 1)
 		{
@@ -185,7 +184,7 @@ queue_group_busy(PG_FUNCTION_ARGS)
 
 	queue_check_writer(PG_GETARG_INT32(0));
 	QueueSpiBegin();
-	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	q = QueueLookupByQno(PG_GETARG_INT32(0), false);
 	busy = QueueGroupBusy(q, PG_GETARG_TEXT_PP(1));
 	QueueSpiEnd();
 	PG_RETURN_BOOL(busy);
@@ -210,24 +209,11 @@ queue_advance_groups(PG_FUNCTION_ARGS)
 		if (!nulls[i])
 			keys[m++] = keys[i];
 	QueueSpiBegin();
-	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	q = QueueLookupByQno(PG_GETARG_INT32(0), false);
 	if (m > 0)
 		QueueGroupAdvance(q, keys, m);
 	QueueSpiEnd();
 	PG_RETURN_VOID();
-}
-
-/*
- * Run a statement on the slot table as it is now.  The slots are the
- * queue's bookkeeping, not the user's data: under REPEATABLE READ, the
- * transaction's snapshot would make every slot that another consumer took
- * or freed since it was taken a serialization failure.
- */
-static int
-slots_execute(QueueInfo *q, QueuePlanId which, Datum *args)
-{
-	return SPI_execute_snapshot(QueueGetPlan(q, which), args, NULL, GetLatestSnapshot(),
-								InvalidSnapshot, false, true, 0);
 }
 
 /* Lock up to want free slots; returns how many, and their numbers. */
@@ -238,7 +224,7 @@ QueueSlotsTake(QueueInfo *q, int want, Datum **slots)
 
 	args[0] = Int32GetDatum(q->max_running);
 	args[1] = Int32GetDatum(want);
-	queue_spi_check(slots_execute(q, PLAN_SLOTS_TAKE, args),
+	queue_spi_check(exec_latest(q, PLAN_SLOTS_TAKE, args, 0),
 					SPI_OK_SELECT, -1, "take running slots", q->name);
 	*slots = palloc(sizeof(Datum) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -259,7 +245,7 @@ QueueSlotsAssign(QueueInfo *q, Datum *slots, Datum *ids, int n)
 		return;
 	args[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-	queue_spi_check(slots_execute(q, PLAN_SLOTS_ASSIGN, args),
+	queue_spi_check(exec_latest(q, PLAN_SLOTS_ASSIGN, args, 0),
 					SPI_OK_UPDATE, -1, "assign running slots", q->name);
 }
 
@@ -282,17 +268,15 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 	 * queue.alter() may have set or changed max_running since our copy of
 	 * the settings was read.  It rebuilds the slot table from the running
 	 * jobs it locks, so a job we finished after waiting for its row got a
-	 * slot in the new table: free it, whatever our copy said.  The SPI
-	 * statement below reads the latest snapshot, which sees alter's rows.
+	 * slot in the new table: free it, whatever our copy said.  The lookup
+	 * takes in alter's change, the statement below sees alter's rows.
 	 */
-	AcceptInvalidationMessages();
-	if (QueueCacheStale())
-		q = QueueLookupById(q->qno, false);
+	q = QueueLookupByQno(q->qno, false);
 	if (q->max_running <= 0)
 		return;
 	args[0] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 	args[1] = Int32GetDatum(q->max_running);
-	queue_spi_check(slots_execute(q, PLAN_SLOTS_FREE, args),
+	queue_spi_check(exec_latest(q, PLAN_SLOTS_FREE, args, 0),
 					SPI_OK_UPDATE_RETURNING, -1, "free running slots", q->name);
 	if (SPI_processed > 0)
 	{
@@ -306,7 +290,7 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		{
 			Datum		margs[2] = {args[1], freed[i]};
 
-			queue_spi_check(slots_execute(q, PLAN_SLOTS_MIGRATE, margs),
+			queue_spi_check(exec_latest(q, PLAN_SLOTS_MIGRATE, margs, 0),
 							SPI_OK_UPDATE, -1, "move running slots", q->name);
 		}
 	}
@@ -325,7 +309,7 @@ queue_free_slots(PG_FUNCTION_ARGS)
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE,
 					  &ids, &nulls, &n);
 	QueueSpiBegin();
-	q = QueueLookupById(PG_GETARG_INT32(0), false);
+	q = QueueLookupByQno(PG_GETARG_INT32(0), false);
 	QueueSlotsFree(q, ids, n);
 	QueueSpiEnd();
 	PG_RETURN_VOID();

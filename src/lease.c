@@ -77,7 +77,6 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 
 #include "queue.h"
 
@@ -386,6 +385,22 @@ lease_statement(QueueInfo *q, QueuePlanId which, Datum *args, long count)
 	return ret;
 }
 
+/* Run sql (with at most one bigint[] argument) on the latest snapshot. */
+static int
+execute_latest(const char *sql, Datum *arg, bool read_only, long count)
+{
+	Oid			argtype = INT8ARRAYOID;
+	SPIPlanPtr	plan = SPI_prepare(sql, arg != NULL ? 1 : 0, &argtype);
+	int			ret;
+
+	/* (a failure's code goes to the caller's queue_spi_check) */
+	if (plan == NULL)
+		return SPI_result;
+	ret = QueueExecuteLatest(plan, arg, read_only, count);
+	SPI_freeplan(plan);
+	return ret;
+}
+
 /*
  * Make shared memory know q's leases: after a restart, the first backend
  * to look at the queue reads its lease rows into the tables.  Leases a
@@ -416,15 +431,14 @@ load_leases(QueueInfo *q)
 	 * the jobs a lease still holds: ready, at the attempt it lists.
 	 */
 	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-	ret = SPI_execute_snapshot(SPI_prepare(psprintf("SELECT l.lease, l.claimed_at, l.lease_until, u.id, u.attempt,"
-													" l.owner_pid, l.owner_start"
-													" FROM %s l, unnest(l.ids, l.attempts) AS u(id, attempt), %s j"
-													" WHERE j.id = u.id AND j.state = 'ready' AND j.attempt = u.attempt"
-													" ORDER BY l.lease",
-													quote_qualified_identifier("queue", get_rel_name(relid)),
-													quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
-										   0, NULL),
-							   NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 0);
+	ret = execute_latest(psprintf("SELECT l.lease, l.claimed_at, l.lease_until, u.id, u.attempt,"
+								  " l.owner_pid, l.owner_start"
+								  " FROM %s l, unnest(l.ids, l.attempts) AS u(id, attempt), %s j"
+								  " WHERE j.id = u.id AND j.state = 'ready' AND j.attempt = u.attempt"
+								  " ORDER BY l.lease",
+								  quote_qualified_identifier("queue", get_rel_name(relid)),
+								  quote_qualified_identifier("queue", psprintf("q_%s", q->name))),
+						 NULL, true, 0);
 	QueueAsRoleEnd(&as);
 	queue_spi_check(ret, SPI_OK_SELECT, -1, "read the leases", q->name);
 	nrows = SPI_processed;
@@ -1202,7 +1216,7 @@ QueueLeaseNextExpiry(int32 qno)
 static QueueInfo *
 checked_queue(int32 qno, bool lease_table, AclMode mode)
 {
-	QueueInfo  *q = qno > 0 && qno < QUEUE_ID_FACTOR ? QueueLookupById(qno, true) : NULL;
+	QueueInfo  *q = QueueLookupByQno(qno, true);
 	Oid			relid = InvalidOid;
 
 	if (q != NULL)
@@ -1405,20 +1419,6 @@ QueueLeaseDroppingExtension(void)
 	(void) new_action(LA_FORGET_DB, 0, 0, 1);
 }
 
-/* Run sql (with at most one bigint[] argument) on the latest snapshot. */
-static int
-execute_latest(const char *sql, Datum *arg, bool read_only, long count)
-{
-	Oid			argtype = INT8ARRAYOID;
-	SPIPlanPtr	plan = SPI_prepare(sql, arg != NULL ? 1 : 0, &argtype);
-
-	/* (a failure's code goes to the caller's queue_spi_check) */
-	if (plan == NULL)
-		return SPI_result;
-	return SPI_execute_snapshot(plan, arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
-								read_only, true, count);
-}
-
 /*
  * queue._take_leases(qno): every batch lease of the queue ends, for
  * queue._settle_leases, which writes their jobs as running rows.  The
@@ -1445,9 +1445,7 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = checked_queue(qno, false, ACL_UPDATE);
 	/* what queue.alter needs: a consumer may not end the leases of others */
-	if (pg_class_aclcheck(get_relname_relid("queue_config", get_namespace_oid("queue", false)),
-						  GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
+	QueueCheckConfigPrivilege(ACL_UPDATE);
 	relid = lease_relid(q);
 	if (!OidIsValid(relid))
 	{

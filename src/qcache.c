@@ -25,6 +25,8 @@
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -145,6 +147,29 @@ QueueSpiEnd(void)
 	SPI_finish();
 }
 
+/*
+ * Run plan on the latest snapshot, also under REPEATABLE READ: for what is
+ * read like a catalog (queue_config) or is the queue's own bookkeeping
+ * (slots, leases), where the transaction's snapshot would see old rows, or
+ * make every row changed since it was taken a serialization failure.
+ */
+int
+QueueExecuteLatest(SPIPlanPtr plan, Datum *args, bool read_only, long count)
+{
+	return SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
+								read_only, true, count);
+}
+
+/* An error unless the user has privilege mode on queue.queue_config. */
+void
+QueueCheckConfigPrivilege(AclMode mode)
+{
+	Oid			relid = get_relname_relid("queue_config", get_namespace_oid("queue", false));
+
+	if (pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
+}
+
 static void
 ensure_extension(void)
 {
@@ -207,7 +232,7 @@ load_queue(const char *name, int32 qno)
 		ret = SPI_result;
 	else
 	{
-		ret = SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+		ret = QueueExecuteLatest(plan, &arg, true, 1);
 		SPI_freeplan(plan);
 	}
 	if (ret != SPI_OK_SELECT)
@@ -272,6 +297,8 @@ QueueLookupByName(text *name)
 	str = text_to_cstring(name);
 	check_queue_name(str, strlen(str));
 
+	/* a change committed since the last look (see load_queue) */
+	AcceptInvalidationMessages();
 	if (queue_by_qno == NULL || queue_cache_stale)
 	{
 		ensure_extension();
@@ -304,6 +331,7 @@ QueueLookupById(int64 id, bool missing_ok)
 	int32		qno = (int32) (id % QUEUE_ID_FACTOR);
 	QueueInfo  *q = NULL;
 
+	AcceptInvalidationMessages();
 	if (queue_by_qno == NULL || queue_cache_stale)
 	{
 		ensure_extension();
@@ -321,6 +349,25 @@ QueueLookupById(int64 id, bool missing_ok)
 				 errmsg("job " INT64_FORMAT " does not exist", id),
 				 errdetail("No queue holds job ids like it."),
 				 errhint("Job ids are returned by queue.enqueue() and queue.claim().")));
+	return q;
+}
+
+/*
+ * Queue number qno (not a job id); NULL if there is none and missing_ok.
+ * Must be called inside QueueSpiBegin.
+ */
+QueueInfo *
+QueueLookupByQno(int32 qno, bool missing_ok)
+{
+	QueueInfo  *q = NULL;
+
+	if (qno > 0 && qno < QUEUE_ID_FACTOR)
+		q = QueueLookupById(qno, true);
+	if (q == NULL && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue number %d does not exist", qno),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
 	return q;
 }
 

@@ -160,10 +160,8 @@ queue_invalidate(PG_FUNCTION_ARGS)
 static QueueInfo *
 queue_with_table(int32 qno, Oid *relid)
 {
-	QueueInfo  *q = NULL;
+	QueueInfo  *q = QueueLookupByQno(qno, true);
 
-	if (qno > 0 && qno < QUEUE_ID_FACTOR)
-		q = QueueLookupById(qno, true);
 	if (q == NULL || !OidIsValid(*relid = QueueTableRelid(q)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -318,12 +316,11 @@ queue_set_archive_seg(PG_FUNCTION_ARGS)
 static bool
 queue_table_missing(int32 qno)
 {
-	QueueInfo  *q = NULL;
+	QueueInfo  *q;
 	bool		missing;
 
 	QueueSpiBegin();
-	if (qno > 0 && qno < QUEUE_ID_FACTOR)
-		q = QueueLookupById(qno, true);
+	q = QueueLookupByQno(qno, true);
 	missing = q != NULL && !OidIsValid(QueueTableRelid(q));
 	QueueSpiEnd();
 	return missing;
@@ -345,12 +342,7 @@ queue_reset_cursor(PG_FUNCTION_ARGS)
 	bool		forget = PG_GETARG_BOOL(1);
 
 	if (forget && queue_table_missing(qno))
-	{
-		Oid			config = get_relname_relid("queue_config", get_namespace_oid("queue", false));
-
-		if (pg_class_aclcheck(config, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
-			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
-	}
+		QueueCheckConfigPrivilege(ACL_DELETE);
 	else
 		queue_check_writer(qno);
 	QueueXactResetAtEnd(qno, forget);
@@ -501,7 +493,7 @@ queue_table_stats(PG_FUNCTION_ARGS)
 	for (int i = 0; i <= QS_NSTATES; i++)
 		nulls[i] = true;
 	QueueSpiBegin();
-	q = QueueLookupById(PG_GETARG_INT32(0), true);
+	q = QueueLookupByQno(PG_GETARG_INT32(0), true);
 	if (q != NULL)
 		relid = QueueTableRelid(q);
 	if (OidIsValid(relid))

@@ -593,6 +593,14 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 	return result;
 }
 
+/* *next becomes t if t is a time (not 0, not infinity) before it. */
+static void
+note_next(TimestampTz *next, TimestampTz t)
+{
+	if (t != 0 && t != DT_NOEND && (*next == 0 || t < *next))
+		*next = t;
+}
+
 /*
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
@@ -660,8 +668,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		}
 		if (!due_now && !cleanup)
 		{
-			if (due != DT_NOEND && due != 0 && (*next == 0 || due < *next))
-				*next = due;
+			note_next(next, due);
 			continue;
 		}
 
@@ -674,8 +681,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			continue;			/* its due time is past: not before the naptime */
 		if (status == UPKEEP_SKIPPED)
 		{
-			if (due != DT_NOEND && due != 0 && (*next == 0 || due < *next))
-				*next = due;
+			note_next(next, due);
 			continue;
 		}
 		visited[i] = true;
@@ -689,8 +695,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		 */
 		if (QueueDueSet(qnos[i], queue_next, due_gen))
 			QueueSignalWaiters(qnos[i]);
-		if (queue_next != DT_NOEND && (*next == 0 || queue_next < *next))
-			*next = queue_next;
+		note_next(next, queue_next);
 	}
 
 	for (int i = 0; i < nqueues; i++)
@@ -699,7 +704,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 
 		if (visited[i])
 			(void) upkeep_queue(qnos[i], owners[i], cleanup, true,
-								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1 AND $2 IS NOT NULL",
+								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
 								&status);
 	}
 	end_pass();
