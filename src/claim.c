@@ -448,7 +448,14 @@ queue_claim(PG_FUNCTION_ARGS)
 			if (wake_at > now_ts)
 				pg_usleep((long) (wake_at - now_ts));
 		}
-		/* The queue may have been paused, resumed or dropped meanwhile. */
+		/*
+		 * The queue may have been paused, resumed or dropped meanwhile.
+		 * A resume wakes us before its change reaches our cache (commit
+		 * callbacks run before invalidations are sent): a paused queue's
+		 * settings are read again whatever the cache says.
+		 */
+		if (q->paused)
+			QueueCacheForget();
 		q = QueueLookupByName(qname);
 	}
 	if (wait_ms > 0)

@@ -122,6 +122,13 @@ QueueCacheStale(void)
 	return queue_cache_stale;
 }
 
+/* Have the next lookup read queue_config again. */
+void
+QueueCacheForget(void)
+{
+	queue_cache_stale = true;
+}
+
 /*
  * Connect to SPI with search_path pinned.  The override is popped by
  * QueueSpiEnd, or by transaction abort if an error intervenes.

@@ -135,6 +135,7 @@ extern void queue_spi_check(int ret, int expected, int64 want_rows, const char *
 /* qcache.c: finding a queue and its plans */
 extern void QueueCacheInit(void);
 extern bool QueueCacheStale(void);
+extern void QueueCacheForget(void);
 extern QueueInfo *QueueLookupByName(text *name);
 extern QueueInfo *QueueLookupById(int64 id, bool missing_ok);
 extern QueueInfo *QueueLookupByQno(int32 qno, bool missing_ok);
