@@ -661,7 +661,9 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     est = estimate(rates, system, batch, mode, nbytes, clients)
     # never preload more than BENCH_MAX_BACKLOG_MB of payload (default 3 GB)
     cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
-    wal = None  # the Node clients fill their backlog inside the run: not measured
+    # the Node clients fill their backlog inside the run: of theirs, only the
+    # WAL written while the consumers ran is measured (by the Node side)
+    wal = node_wal = None
     for attempt in (1, 2):
         target = min(int(est * seconds * cfg.backlog_scale) + 5 * batch * clients, cap)
         if system in ("pgboss", "graphile"):
@@ -669,6 +671,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
             r = node({"cmd": "drain", "system": system, "clients": clients, "seconds": seconds, "batch": batch,
                       "mode": mode, "target": target, "bytes": nbytes})
             rate, jobs, dry = r["rate"], r["jobs"], r["jobs"] >= r.get("backlog", target)
+            node_wal = r.get("wal")
         else:
             before = top_up(system, target, clients, p, batch)
             wal = WalMeter()
@@ -680,6 +683,9 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
         if not dry:
             if wal is not None:
                 wal.record(res, workload, variant, system, clients, rep, jobs)
+            elif node_wal is not None and jobs > 0:
+                res.add("wal", "%s: %s" % (workload, variant), system, clients, rep, "WAL per job",
+                        round(float(node_wal) / jobs, 1), "bytes")
             break
         if cfg.quick:
             log("backlog ran dry (%s, %s, %d clients): quick mode keeps the lower bound" % (system, variant, clients))
@@ -693,6 +699,48 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     rates[key] = max(rate, 1.0)
     res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
     return rate
+
+
+def backend_cpu(pid):
+    """Seconds of CPU one server process has used, or None."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_output(cfg, res, nbytes, rep=0):
+    """What handing a payload to its consumer costs the server, by the type
+    it is stored as.  Every consumer here receives payloads as text: a jsonb
+    value (queue's, the baseline's, pg-boss's) is converted by jsonb_out,
+    which walks the value and escapes every string in it; a json value
+    (graphile-worker's) or text (PgQ's) is sent as stored.  One backend
+    writes the same rows of each type to /dev/null with COPY (output
+    functions, no network), in turns; its CPU time per payload is the
+    figure (summed over the turns: /proc counts in ticks of 10 ms)."""
+    label = {100: "100 B", 2048: "2 KB", 65536: "64 KB"}[nbytes]
+    p = make_payload(nbytes)
+    n = max(1000, min(200000, (64 << 20) // nbytes))
+    sql("DROP TABLE IF EXISTS bench_output")
+    sql("CREATE UNLOGGED TABLE bench_output AS SELECT %s::jsonb AS jb, %s::json AS js FROM generate_series(1, %s)",
+        (p, p, n))
+    sql("VACUUM ANALYZE bench_output")
+    pid = sql("SELECT pg_backend_pid()", fetch="val")
+    spent = {"jsonb": [], "json": []}
+    reps = 3 if cfg.quick else 5
+    for _ in range(reps):
+        for typ, col in (("jsonb", "jb"), ("json", "js")):
+            t0, c0 = time.time(), backend_cpu(pid)
+            sql("COPY (SELECT %s FROM bench_output) TO '/dev/null'" % col)
+            c1 = backend_cpu(pid)
+            # the clock where /proc does not show the server
+            spent[typ].append((c1 - c0) if c0 is not None and c1 is not None else time.time() - t0)
+    sql("DROP TABLE bench_output")
+    for typ, v in spent.items():
+        res.add("payload output", "%s, %s" % (label, typ), "server", 1, rep, "CPU per payload",
+                round(sum(v) * 1e6 / (reps * n), 2), "µs")
 
 
 # ---------------------------------------------------------------- steady state latency
@@ -1343,6 +1391,7 @@ def main():
                     cells.append((s, "payload drain %s %s" % (s, label),
                                   partial(run_drain, nbytes=nbytes, workload="payload drain", variant=label, rep=rep),
                                   cfg, res, s, 4, 100, mode, cfg.drain_s, rates))
+                cells.append(("output", "payload output %s" % label, partial(run_output, rep=rep), cfg, res, nbytes))
         return cells
 
     # ---- steady state latency

@@ -219,6 +219,28 @@ def the(system):
     return "the baseline" if system == "baseline" else LABEL[system]
 
 
+def output_cost(w, v, c, peer):
+    """What the payload's type costs each consumer, from the run's payload
+    output measurement: jsonb is converted to text, json and text are not."""
+    if w != "payload drain":
+        return ""
+    jb, js = med("payload output", v + ", jsonb", "server", 1, "CPU per payload"), \
+        med("payload output", v + ", json", "server", 1, "CPU per payload")
+    nc = wal(w, v, "queue_noarch", c, "server CPU per job")
+    if jb is None or js is None:
+        return ""
+    t = ("%s payloads reach its consumers as stored (%s), while queue's, the baseline's and pg-boss's are jsonb, "
+         "which the server converts to text for every consumer (jsonb_out, escaping every string in it): sending "
+         "one %s payload cost the server %s µs of CPU as jsonb and %s µs as json (whose output, as text's, is the "
+         "stored string) in this run"
+         % ("PgQ's" if peer == "pgq" else "graphile-worker's", "text" if peer == "pgq" else "json",
+            v, fmt(jb), fmt(js)))
+    if nc:
+        t += (", a difference of %s µs per job, %d%% of queue's server CPU per job without the archive (%s µs)"
+              % (fmt(jb - js), round(100 * (jb - js) / nc), fmt(nc)))
+    return t + ". Payloads are jsonb by the API (docs/api.md), so that they can be queried and indexed by field"
+
+
 def why(w, v, c, peer):
     """What this run's own figures say about a cell a peer won: the structural
     reasons, quantified, or an admission that the run does not explain it."""
@@ -258,6 +280,9 @@ def why(w, v, c, peer):
             t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
                   "without the archive queue wrote %s bytes of WAL per job, the baseline %s" % (fmt(nb), fmt(base)))
+        na, o = med(w, v, "queue_noarch", c, "throughput"), med(w, v, peer, c, "throughput")
+        if na and o and na < o and output_cost(w, v, c, peer):
+            t += ". " + output_cost(w, v, c, peer)
         return t + "."
     if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
         t = ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
@@ -276,6 +301,15 @@ def why(w, v, c, peer):
             if na < o and peer == "pgboss":
                 t += (". pg-boss's complete() marks a job completed and leaves its row, payload included, for "
                       "its maintenance to delete days later, outside the run")
+                if pb is not None:
+                    t += (": its consumers wrote %s bytes of WAL per job while they ran, against %s for queue "
+                          "without the archive. Its payloads are jsonb too" % (fmt(pb), fmt(nb)))
+            elif na < o and peer == "graphile":
+                t += ". graphile-worker deletes the jobs it finishes, as queue does"
+                if pb is not None:
+                    t += " (its consumers wrote %s bytes of WAL per job while they ran)" % fmt(pb)
+                if output_cost(w, v, c, peer):
+                    t += ", but " + output_cost(w, v, c, peer)[0].lower() + output_cost(w, v, c, peer)[1:]
         return t + "."
     if qc is not None and pc is not None:
         return ("Not explained by this run's figures: the server spent %s µs of CPU and wrote %s bytes of WAL per job "
@@ -567,6 +601,18 @@ def main():
     w(table("payload enqueue"))
     w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above):\n")
     w(table("payload drain"))
+    sizes = [v.split(", ")[0] for (wk, v, c, m) in order if wk == "payload output" and v.endswith(", jsonb")]
+    if sizes:
+        w("What sending a payload to its consumer cost the server, by the type it is stored as: one backend wrote "
+          "the same rows to `/dev/null` with `COPY (SELECT ...)` (output functions, no network), jsonb and json in "
+          "turns; CPU time per payload. jsonb (queue, baseline, pg-boss) is converted to text by `jsonb_out`; json "
+          "(graphile-worker) and text (PgQ) are sent as stored.\n")
+        lines = ["| payload | jsonb (µs) | json (µs) | jsonb / json |", "|---|---:|---:|---:|"]
+        for sz in sizes:
+            jb = med("payload output", sz + ", jsonb", "server", 1, "CPU per payload")
+            js = med("payload output", sz + ", json", "server", 1, "CPU per payload")
+            lines.append("| %s | %s | %s | %s |" % (sz, fmt(jb), fmt(js), "%.2f×" % (jb / js) if jb and js else "-"))
+        w("\n".join(lines) + "\n")
     w("## WAL and server CPU per job\n")
     w("What each run of the SQL systems above wrote to the WAL, how often the WAL was flushed to disk, and how "
       "much CPU the server's processes used, per job (cluster-wide, so it includes the system's background "
@@ -576,8 +622,8 @@ def main():
       "baseline. These do not move with the machine's noise the way throughput does: where a cell is bound by "
       "the disk's flush time (about one flush per transaction with few clients), a system that writes less and "
       "flushes no more per job cannot be slower but for that noise; where it is bound by the CPU, the server's "
-      "CPU per job says which system does less work. The Node clients fill their backlogs inside the run, so "
-      "they are not measured here.\n")
+      "CPU per job says which system does less work. The Node clients fill their backlogs inside their runs: "
+      "of their drains, only the WAL written while the consumers ran is measured.\n")
     w(table("wal"))
     w("## Steady state: end-to-end latency\n")
     w("A producer at a fixed rate (one job per transaction) and consumers woken the system's own way, each in a "

@@ -211,12 +211,17 @@ async function topUp(system, target, bytes) {
 cmds.drain = async () => {
   const { system, clients = 1, seconds = 5, batch = 1, mode = 'leased', target = 10000, bytes = 100 } = args;
   const before = await topUp(system, target, bytes);
+  // WAL written while the consumers run (the fill before is not counted)
+  const meter = new pg.Client(conn);
+  await meter.connect();
+  const walAt = async () => Number((await meter.query("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint AS b")).rows[0].b);
   let done = 0;
-  let t0, elapsed;
+  let t0, elapsed, wal0, wal1;
   if (system === 'pgboss') {
     const boss = await bossStart();
     const clientsList = [];
     for (let i = 0; i < clients; i++) { const c = new pg.Client(conn); await c.connect(); clientsList.push(c); }
+    wal0 = await walAt();
     t0 = now();
     const stopAt = t0 + seconds * 1000;
     await Promise.all(clientsList.map(async (c) => {
@@ -238,6 +243,7 @@ cmds.drain = async () => {
       }
     }));
     elapsed = (now() - t0) / 1000;
+    wal1 = await walAt();
     for (const c of clientsList) await c.end();
     await boss.stop({ graceful: false, close: true });
   } else {
@@ -256,15 +262,19 @@ cmds.drain = async () => {
       preset,
       taskList: { [TASK]: async () => { done++; } },
     });
+    wal0 = await walAt();
+    done = 0; // from here on: the runner took its first jobs as it started
     t0 = now();
     await sleep(seconds * 1000);
     const counted = done;
     elapsed = (now() - t0) / 1000;
+    wal1 = await walAt();
     await runner.stop();
     await pool.end();
     done = counted;
   }
-  return { jobs: done, seconds: elapsed, rate: done / elapsed, backlog: before };
+  await meter.end();
+  return { jobs: done, seconds: elapsed, rate: done / elapsed, backlog: before, wal: wal1 - wal0 };
 };
 
 // Steady state: a producer at `rate` jobs/s (send time in the payload) and
