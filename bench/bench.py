@@ -178,6 +178,13 @@ def pgbench(script, clients, seconds, defs=None, rate=None, logprefix=None, extr
             "failed": int(m_fail.group(1)) if m_fail else 0}
 
 
+def _node_or_error(args, timeout):
+    try:
+        return node(args, timeout)
+    except Exception as e:  # noqa: the caller raises it in its own thread
+        return e
+
+
 def node(args, timeout=900):
     env = dict(os.environ, PGDATABASE=DB)
     p = subprocess.run([NODE, NODE_SCRIPT, json.dumps(args)], capture_output=True, text=True,
@@ -1103,6 +1110,12 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
         cons = ("BEGIN;\nSELECT coalesce(max(id), 0) AS id FROM queue.claim('bh', 1) \\gset\n"
                 "\\if :id > 0\nSELECT queue.complete(:id::bigint);\n\\endif\nCOMMIT;\n")
         tables = ["queue.q_bh", "queue.a_bh"]
+    elif system in ("pgboss", "graphile"):
+        # their own Node clients (bench.mjs horizon), over a standing backlog
+        reset(system)
+        node({"cmd": "fill", "system": system, "target": backlog_n})
+        tables = [sql("SELECT 'pgboss.' || quote_ident(table_name) FROM pgboss.queue WHERE name = 'pb'", fetch="val")
+                  if system == "pgboss" else "graphile_worker._private_jobs"]
     else:
         sql("DROP TABLE IF EXISTS base_h")
         sql(BASE_DDL.format(t="base_h"))
@@ -1123,11 +1136,19 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
             out[name] = pgbench(script, clients, total, {"p": p}, rate=rate, logprefix=os.path.join(logdir, name))
         except Exception as e:  # noqa
             out[name] = e
-    tp = threading.Thread(target=bench, args=("prod", prod, 2))
-    tc = threading.Thread(target=bench, args=("cons", cons, 2))
-    t0 = time.time()
-    tp.start()
-    tc.start()
+    if system in ("pgboss", "graphile"):
+        t0 = time.time() + 3  # the Node client's start-up
+        tp = threading.Thread(target=lambda: out.__setitem__("node", _node_or_error(
+            {"cmd": "horizon", "system": system, "rate": rate, "seconds": total, "consumers": 2,
+             "start": t0 * 1000, "window": window}, total + 120)))
+        tc = tp
+        tp.start()
+    else:
+        tp = threading.Thread(target=bench, args=("prod", prod, 2))
+        tc = threading.Thread(target=bench, args=("cons", cons, 2))
+        t0 = time.time()
+        tp.start()
+        tc.start()
     holder = None
     next_sample = t0
     phase = "clean"
@@ -1157,11 +1178,13 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
     if holder:
         holder.rollback()
         holder.close()
-    for k in ("prod", "cons"):
+    for k in ("prod", "cons", "node"):
         if isinstance(out.get(k), Exception):
             raise out[k]
-    # per-window consumer throughput and transaction latency from pgbench's log
+    # per-window consumer throughput and transaction latency from pgbench's
+    # log, or as the Node client counted them
     lat_by_w = {}
+    node_w = {w["w"]: w for w in out["node"]["windows"]} if "node" in out else None
     for fn in os.listdir(logdir):
         if not fn.startswith("cons"):
             continue
@@ -1192,11 +1215,15 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
         smp = [s for s in samples if start <= s[0] < start + window]
         dead = smp[-1][2] if smp else None
         size = smp[-1][3] if smp else None
-        p99 = pct([x[0] for x in lats], 99)
-        own99 = pct([x[1] for x in lats], 99)
-        series.append((start, ph, len(lats) / window, p99, dead, size, own99))
+        if node_w is not None:
+            nw = node_w.get(w, {})
+            n, p99, own99 = nw.get("n", 0), nw.get("p99"), nw.get("own_p99")
+            p99, own99 = (round(x, 2) if x is not None else None for x in (p99, own99))
+        else:
+            n, p99, own99 = len(lats), pct([x[0] for x in lats], 99), pct([x[1] for x in lats], 99)
+        series.append((start, ph, n / window, p99, dead, size, own99))
         res.add("horizon_series", variant, system, 2, w, "window", json.dumps(
-            {"t": start, "phase": ph, "tput": round(len(lats) / window, 1), "p99_ms": p99, "own_p99_ms": own99,
+            {"t": start, "phase": ph, "tput": round(n / window, 1), "p99_ms": p99, "own_p99_ms": own99,
              "dead": dead, "bytes": size}), "json")
     def mean(ph, i):
         v = [s[i] for s in series if s[1] == ph and s[i] is not None]
@@ -1368,7 +1395,7 @@ def main():
         for rep in range(cfg.reps):
             for batch, mode in cfg.drain_matrix:
                 for clients in cfg.drain_clients:
-                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode != "tx"):
+                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "batch"):
                         continue
                     for s in rotated(rep):
                         if drains(s, batch, mode):
@@ -1428,7 +1455,7 @@ def main():
     # ---- MVCC horizon
     def w_horizon():
         return [(s, "horizon %s %s" % (s, kind), run_horizon, cfg, res, s, kind, outdir)
-                for kind in ("xid", "rr") for s in ("queue", "baseline") if s in systems]
+                for kind in ("xid", "rr") for s in ("queue", "baseline", "pgboss", "graphile") if s in systems]
 
     sections = [("enqueue", w_enqueue), ("drain", w_drain), ("payload", w_payload), ("latency", w_latency),
                 ("scheduled", w_sched), ("orphans", w_orphans), ("groups", w_groups), ("horizon", w_horizon)]

@@ -660,7 +660,13 @@ def main():
       "claim p99, own time = the same without the schedule lag (the log's `time` minus its `schedule_lag`): "
       "what one claim + complete transaction costs, which is what grows when a claim has to step over dead "
       "rows; kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive "
-      "(see investigation.md of the committed run for the archive/no-archive difference).\n")
+      "(see investigation.md of the committed run for the archive/no-archive difference). pg-boss and "
+      "graphile-worker run through their own Node clients (bench.mjs `horizon`) on the same schedule: each "
+      "consumption has a slot at the fixed rate, as pgbench `-R` gives the SQL systems' transactions. pg-boss's "
+      "consumers `fetch()` one job and `complete()` it; graphile-worker's runner (concurrency 2) is paced by its "
+      "task, which waits for the job's slot, and its own time is from a worker's previous task returning to the "
+      "next starting (completing the previous job and fetching this one). PgQ is not measured: its consumers "
+      "never update or delete an event, so there are no dead rows for a held horizon to keep.\n")
     w(table("horizon"))
     if have_h:
         w("![horizon](horizon.svg)\n")

@@ -365,6 +365,92 @@ cmds.scheduled = async () => {
   return { jobs: n, got: late.length, ...summary(late) };
 };
 
+// Fill the backlog to `target` jobs (then vacuumed and checkpointed).
+cmds.fill = async () => ({ backlog: await topUp(args.system, args.target || 10000, args.bytes || 100) });
+
+// MVCC horizon: from `start` (ms since the epoch) for `seconds`, a producer
+// and `consumers` consumers, each side at `rate` jobs/s, over the standing
+// backlog (cmds.fill); the caller holds the horizon back meanwhile.  Each
+// consumption k has a slot, start + k / rate, as pgbench -R schedules the
+// SQL systems' transactions; per job: the time it ended, its latency from
+// its slot (grows once the consumers lag) and its own time (what taking
+// the job cost: pg-boss, fetch + complete; graphile-worker, from the
+// worker's previous handler returning to this one starting, which is its
+// completion of the previous job and the fetch of this one).  Returned per
+// `window` seconds: jobs, p99 of each latency (ms).
+cmds.horizon = async () => {
+  const { system, rate = 800, seconds = 60, consumers = 2, start, window = 30 } = args;
+  const end = start + seconds * 1000;
+  const slot = (k) => start + (k * 1000) / rate;
+  const body = payload(100);
+  const done = [];  // [end, latency from slot, own time]
+  let next = 0;
+  const produce = async (send) => {
+    for (let i = 0; slot(i) < end; i++) {
+      const w = slot(i) - Date.now();
+      if (w > 1) await sleep(w);
+      await send();
+    }
+  };
+  if (system === 'pgboss') {
+    const boss = await bossStart({ max: consumers + 4 });
+    await bossEnsureQueue(boss);
+    const consume = async () => {
+      for (let k = next++; slot(k) < end; k = next++) {
+        const due = slot(k);
+        const w = due - now();
+        if (w > 1) await sleep(w);
+        const t1 = now();
+        const jobs = await boss.fetch(QNAME, { batchSize: 1 });
+        if (jobs.length) await boss.complete(QNAME, jobs.map((j) => j.id));
+        const t2 = now();
+        if (jobs.length) done.push([t2, t2 - due, t2 - t1]);
+      }
+    };
+    await Promise.all([produce(() => boss.send(QNAME, body)), ...Array.from({ length: consumers }, consume)]);
+    await boss.stop({ graceful: false, close: true });
+  } else {
+    const pool = new pg.Pool({ ...conn, max: consumers + 2 });
+    const ppool = new pg.Pool({ ...conn, max: 2 });
+    const utils = await makeWorkerUtils({ pgPool: ppool, logger: quietLogger() });
+    const returned = new Map();  // worker id -> when its last handler returned
+    const w0 = start - 1;
+    while (Date.now() < w0) await sleep(Math.min(50, w0 - Date.now()));
+    const runner = await run({
+      pgPool: pool, concurrency: consumers, noHandleSignals: true, logger: quietLogger(),
+      taskList: {
+        [TASK]: async (p, helpers) => {
+          const t1 = now();
+          const k = next++;
+          const due = slot(k);
+          const worker = helpers.job.locked_by;
+          const own = returned.has(worker) ? t1 - returned.get(worker) : null;
+          if (due - now() > 1) await sleep(due - now());
+          if (due < end && own !== null) done.push([t1, Math.max(own, t1 - due), own]);
+          returned.set(worker, now());
+        },
+      },
+    });
+    await produce(() => utils.addJob(TASK, body));
+    await runner.stop(); await pool.end();
+    await utils.release(); await ppool.end();
+  }
+  const windows = [];
+  for (const [t, lat, own] of done) {
+    const i = Math.floor((t - start) / (window * 1000));
+    if (i < 0) continue;
+    (windows[i] ||= { n: 0, lat: [], own: [] }).n++;
+    windows[i].lat.push(lat);
+    windows[i].own.push(own);
+  }
+  return {
+    jobs: done.length,
+    windows: Array.from(windows, (wi, i) => (wi ? {
+      w: i, n: wi.n, p99: pct(wi.lat.sort((a, b) => a - b), 99), own_p99: pct(wi.own.sort((a, b) => a - b), 99),
+    } : { w: i, n: 0, p99: null, own_p99: null })),
+  };
+};
+
 async function waitFor(cond, deadline) {
   while (!cond() && Date.now() < deadline) await sleep(50);
 }
