@@ -290,6 +290,14 @@ def why(w, v, c, peer):
         if qc is not None and pc is not None:
             t += ", and the server spent %s µs of CPU per job for queue against %s for %s" % (fmt(qc), fmt(pc), the(peer))
         return t + ". Such cells move with the VM's flush rate, within a run as between runs."
+    if peer in ("pgboss", "graphile") and w == "drain" and qf is not None and qf >= 0.5:
+        # the Node clients' flushes are not counted (their runs fill their backlogs)
+        t = ("Bound by the disk's flushes: queue made %s WAL flushes per job (writing %s bytes of WAL per job), and %s "
+             "commits as often per job (it fetches each job and completes it in transactions of their own)"
+             % (fmt(qf), fmt(qb), the(peer)))
+        if pb is not None:
+            t += "; its consumers wrote %s bytes of WAL per job while they ran" % fmt(pb)
+        return t + ". Such cells move with the VM's flush rate, within a run as between runs."
     if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
         na = med(w, v, "queue_noarch", c, "throughput")
         o = med(w, v, peer, c, "throughput")

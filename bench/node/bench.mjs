@@ -385,8 +385,9 @@ cmds.horizon = async () => {
   const body = payload(100);
   const done = [];  // [end, latency from slot, own time]
   let next = 0;
+  // as pgbench -T: whatever is still scheduled when the time is up is not run
   const produce = async (send) => {
-    for (let i = 0; slot(i) < end; i++) {
+    for (let i = 0; slot(i) < end && now() < end; i++) {
       const w = slot(i) - Date.now();
       if (w > 1) await sleep(w);
       await send();
@@ -396,7 +397,7 @@ cmds.horizon = async () => {
     const boss = await bossStart({ max: consumers + 4 });
     await bossEnsureQueue(boss);
     const consume = async () => {
-      for (let k = next++; slot(k) < end; k = next++) {
+      for (let k = next++; slot(k) < end && now() < end; k = next++) {
         const due = slot(k);
         const w = due - now();
         if (w > 1) await sleep(w);
