@@ -178,13 +178,6 @@ def pgbench(script, clients, seconds, defs=None, rate=None, logprefix=None, extr
             "failed": int(m_fail.group(1)) if m_fail else 0}
 
 
-def _node_or_error(args, timeout):
-    try:
-        return node(args, timeout)
-    except Exception as e:  # noqa: the caller raises it in its own thread
-        return e
-
-
 def node(args, timeout=900):
     env = dict(os.environ, PGDATABASE=DB)
     p = subprocess.run([NODE, NODE_SCRIPT, json.dumps(args)], capture_output=True, text=True,
@@ -237,22 +230,26 @@ class WalMeter:
                     round((end[2] - self.start[2]) * 1e6 / jobs, 2), "µs")
 
 
+def proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command name (so field 1 is
+    the parent's pid, 11 and 12 user and system time in clock ticks)."""
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def server_cpu(backend_pid):
     """Seconds of CPU the cluster's processes have used: the postmaster's
     own and its exited children's (which it has reaped), and its live
     children's.  None where /proc does not show the server."""
-    def fields(pid):
-        with open("/proc/%s/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()  # after the command name
     try:
-        postmaster = int(fields(backend_pid)[1])
-        f = fields(postmaster)
+        postmaster = int(proc_stat(backend_pid)[1])
+        f = proc_stat(postmaster)
         ticks = sum(int(x) for x in f[11:15])  # utime, stime, cutime, cstime
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or int(pid) == postmaster:
                 continue
             try:
-                f = fields(pid)
+                f = proc_stat(pid)
             except OSError:
                 continue  # exited meanwhile: counted in the postmaster's cutime
             if int(f[1]) == postmaster:
@@ -711,8 +708,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
 def backend_cpu(pid):
     """Seconds of CPU one server process has used, or None."""
     try:
-        with open("/proc/%s/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        fields = proc_stat(pid)
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
@@ -1136,23 +1132,25 @@ def run_horizon(cfg, res, system, holder_kind, outdir):
             out[name] = pgbench(script, clients, total, {"p": p}, rate=rate, logprefix=os.path.join(logdir, name))
         except Exception as e:  # noqa
             out[name] = e
+    def node_clients():
+        try:
+            out["node"] = node({"cmd": "horizon", "system": system, "rate": rate, "seconds": total, "consumers": 2,
+                                "start": t0 * 1000, "window": window}, total + 120)
+        except Exception as e:  # noqa
+            out["node"] = e
     if system in ("pgboss", "graphile"):
         t0 = time.time() + 3  # the Node client's start-up
-        tp = threading.Thread(target=lambda: out.__setitem__("node", _node_or_error(
-            {"cmd": "horizon", "system": system, "rate": rate, "seconds": total, "consumers": 2,
-             "start": t0 * 1000, "window": window}, total + 120)))
-        tc = tp
-        tp.start()
+        threads = [threading.Thread(target=node_clients)]
     else:
-        tp = threading.Thread(target=bench, args=("prod", prod, 2))
-        tc = threading.Thread(target=bench, args=("cons", cons, 2))
         t0 = time.time()
-        tp.start()
-        tc.start()
+        threads = [threading.Thread(target=bench, args=("prod", prod, 2)),
+                   threading.Thread(target=bench, args=("cons", cons, 2))]
+    for t in threads:
+        t.start()
     holder = None
     next_sample = t0
     phase = "clean"
-    while tp.is_alive() or tc.is_alive():
+    while any(t.is_alive() for t in threads):
         now = time.time() - t0
         if phase == "clean" and clean <= now < clean + held:
             holder = connect(autocommit=False, app="bench horizon holder")

@@ -281,8 +281,9 @@ def why(w, v, c, peer):
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
                   "without the archive queue wrote %s bytes of WAL per job, the baseline %s" % (fmt(nb), fmt(base)))
         na, o = med(w, v, "queue_noarch", c, "throughput"), med(w, v, peer, c, "throughput")
-        if na and o and na < o and output_cost(w, v, c, peer):
-            t += ". " + output_cost(w, v, c, peer)
+        cost = output_cost(w, v, c, peer)
+        if na and o and na < o and cost:
+            t += ". " + cost
         return t + "."
     if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
         t = ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
@@ -316,8 +317,9 @@ def why(w, v, c, peer):
                 t += ". graphile-worker deletes the jobs it finishes, as queue does"
                 if pb is not None:
                     t += " (its consumers wrote %s bytes of WAL per job while they ran)" % fmt(pb)
-                if output_cost(w, v, c, peer):
-                    t += ", but " + output_cost(w, v, c, peer)[0].lower() + output_cost(w, v, c, peer)[1:]
+                cost = output_cost(w, v, c, peer)
+                if cost:
+                    t += ", but " + cost
         return t + "."
     if qc is not None and pc is not None:
         return ("Not explained by this run's figures: the server spent %s µs of CPU and wrote %s bytes of WAL per job "

@@ -316,12 +316,12 @@ cmds.steady = async () => {
 };
 
 // fixed-rate producer: job i is sent at t0 + i/rate (one connection, one job
-// per transaction, like the SQL producers); returns Map(job id -> ack time)
-async function produce(rate, seconds, send) {
-  const t0 = Date.now();
+// per transaction, like the SQL producers), until the deadline if there is
+// one; returns Map(job id -> ack time)
+async function produce(rate, seconds, send, t0 = Date.now(), deadline = Infinity) {
   const n = Math.round(rate * seconds);
   const acks = new Map();
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < n && now() < deadline; i++) {
     const due = t0 + (i * 1000) / rate;
     const w = due - Date.now();
     if (w > 1) await sleep(w);
@@ -385,14 +385,6 @@ cmds.horizon = async () => {
   const body = payload(100);
   const done = [];  // [end, latency from slot, own time]
   let next = 0;
-  // as pgbench -T: whatever is still scheduled when the time is up is not run
-  const produce = async (send) => {
-    for (let i = 0; slot(i) < end && now() < end; i++) {
-      const w = slot(i) - Date.now();
-      if (w > 1) await sleep(w);
-      await send();
-    }
-  };
   if (system === 'pgboss') {
     const boss = await bossStart({ max: consumers + 4 });
     await bossEnsureQueue(boss);
@@ -408,7 +400,9 @@ cmds.horizon = async () => {
         if (jobs.length) done.push([t2, t2 - due, t2 - t1]);
       }
     };
-    await Promise.all([produce(() => boss.send(QNAME, body)), ...Array.from({ length: consumers }, consume)]);
+    // as pgbench -T: whatever is still scheduled when the time is up is not run
+    await Promise.all([produce(rate, seconds, () => boss.send(QNAME, body), start, end),
+      ...Array.from({ length: consumers }, consume)]);
     await boss.stop({ graceful: false, close: true });
   } else {
     const pool = new pg.Pool({ ...conn, max: consumers + 2 });
@@ -432,7 +426,7 @@ cmds.horizon = async () => {
         },
       },
     });
-    await produce(() => utils.addJob(TASK, body));
+    await produce(rate, seconds, async () => (await utils.addJob(TASK, body)).id, start, end);
     await runner.stop(); await pool.end();
     await utils.release(); await ppool.end();
   }
