@@ -332,37 +332,46 @@ async function produce(rate, seconds, send, t0 = Date.now(), deadline = Infinity
 }
 
 // Scheduled: n jobs due at spread-out times over `spread` seconds, starting
-// `lead` seconds from now; lateness = time the consumer has the job - due time.
+// `lead` seconds after the consumers started (they run first, as in an
+// application); lateness = time the consumer has the job - due time.
+// `overran`: storing the jobs took longer than the lead.
 cmds.scheduled = async () => {
   const { system, n = 10000, spread = 20, lead = 5, consumers = 2, bytes = 100 } = args;
   const late = [];
-  const start = Date.now() + lead * 1000;
+  let start;
   const dueOf = (i) => start + (i * spread * 1000) / n;
+  const jobsOf = (job) => Array.from({ length: n }, (_, i) => job(payload(bytes, { due: dueOf(i) }), new Date(dueOf(i))));
+  let stopAll;
   if (system === 'pgboss') {
     const boss = await bossStart();
     await bossEnsureQueue(boss);
-    const jobs = Array.from({ length: n }, (_, i) => ({ data: payload(bytes, { due: dueOf(i) }), startAfter: new Date(dueOf(i)) }));
-    for (let i = 0; i < n; i += 1000) await boss.insert(QNAME, jobs.slice(i, i + 1000));
     const cons = await bossStart();
     await cons.work(QNAME, { batchSize: 100, localConcurrency: consumers, burstWhenBatchFull: true },
       async (jobs) => { const t = Date.now(); for (const j of jobs) late.push(t - j.data.due); });
-    await waitFor(() => late.length >= n, start + spread * 1000 + 30000);
-    await cons.stop({ graceful: false, close: true });
-    await boss.stop({ graceful: false, close: true });
+    start = Date.now() + lead * 1000;
+    const jobs = jobsOf((data, startAfter) => ({ data, startAfter }));
+    for (let i = 0; i < n; i += 1000) await boss.insert(QNAME, jobs.slice(i, i + 1000));
+    stopAll = async () => {
+      await cons.stop({ graceful: false, close: true });
+      await boss.stop({ graceful: false, close: true });
+    };
   } else {
     const pool = new pg.Pool({ ...conn, max: consumers + 2 });
-    const utils = await makeWorkerUtils({ pgPool: pool, logger: quietLogger() });
-    const jobs = Array.from({ length: n }, (_, i) => ({ identifier: TASK, payload: payload(bytes, { due: dueOf(i) }), runAt: new Date(dueOf(i)) }));
-    for (let i = 0; i < n; i += 1000) await utils.addJobs(jobs.slice(i, i + 1000));
-    await utils.release();
     const runner = await run({
       pgPool: pool, concurrency: consumers, noHandleSignals: true, logger: quietLogger(),
       taskList: { [TASK]: async (p) => { late.push(Date.now() - p.due); } },
     });
-    await waitFor(() => late.length >= n, start + spread * 1000 + 30000);
-    await runner.stop(); await pool.end();
+    start = Date.now() + lead * 1000;
+    const utils = await makeWorkerUtils({ pgPool: pool, logger: quietLogger() });
+    const jobs = jobsOf((p, runAt) => ({ identifier: TASK, payload: p, runAt }));
+    for (let i = 0; i < n; i += 1000) await utils.addJobs(jobs.slice(i, i + 1000));
+    await utils.release();
+    stopAll = async () => { await runner.stop(); await pool.end(); };
   }
-  return { jobs: n, got: late.length, ...summary(late) };
+  const overran = Date.now() > start;
+  await waitFor(() => late.length >= n, start + spread * 1000 + 30000);
+  await stopAll();
+  return { jobs: n, got: late.length, overran, ...summary(late) };
 };
 
 // Fill the backlog to `target` jobs (then vacuumed and checkpointed).
