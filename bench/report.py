@@ -321,6 +321,13 @@ def why(w, v, c, peer):
                 if cost:
                     t += ", but " + cost
         return t + "."
+    q, o = stat((w, v, "queue", c, COMPARED[w])), stat((w, v, peer, c, COMPARED[w]))
+    if (qc is not None and pc is not None and qb is not None and pb is not None and qc < pc and qb <= pb
+            and q and o and q.get("n", 0) > 1 and o.get("n", 0) > 1
+            and q["min"] <= o["max"] and o["min"] <= q["max"]):
+        return ("Within the spread of the repetitions: their ranges overlap, and per job queue's server spent less "
+                "CPU (%s µs against %s) and wrote less WAL (%s bytes against %s) than %s's."
+                % (fmt(qc), fmt(pc), fmt(qb), fmt(pb), the(peer)))
     if qc is not None and pc is not None:
         return ("Not explained by this run's figures: the server spent %s µs of CPU and wrote %s bytes of WAL per job "
                 "for queue, against %s µs and %s bytes for %s." % (fmt(qc), fmt(qb), fmt(pc), fmt(pb), the(peer)))
