@@ -653,7 +653,8 @@ def main():
       "commit. pg-boss and graphile-worker run in Node (client-side overhead included).\n")
     w(latency_table())
     w("## Scheduled jobs\n")
-    w("Jobs due at evenly spread times; lateness = time a consumer has the job − its due time. queue: "
+    w("Jobs due at evenly spread times, stored while the consumers already run (2 per system), the first due "
+      "a few seconds (the lead) after they started; lateness = time a consumer has the job − its due time. queue: "
       "`claim(wait => '1 s')`; baseline: sleeps until the earliest due job, or at most 100 ms (it has nothing that wakes at a due time); pg-boss: "
       "`startAfter` and `work()` with default polling (2 s); graphile-worker: `runAt`, default polling (2 s). "
       "PgQ has no scheduled events.\n")
