@@ -4,7 +4,8 @@
 Run by bench/run.sh (which builds, installs, starts the cluster and the PgQ
 ticker, and installs the Node clients).  It connects through PGHOST, PGPORT,
 PGUSER to database "bench", runs every workload for every system, and writes
-raw.csv, report.md and chart.svg (gnuplot) into the output directory.
+raw.csv (every measurement), meta.json and timings.json into the output
+directory; report.py then writes report.md and the charts from them.
 
     bench.py OUTDIR [--quick] [--only WORKLOAD,...]
 
@@ -1453,9 +1454,8 @@ def main():
 
     # ---- scheduled jobs
     def w_sched():
-        # `reps` times: in run 20261126T104344Z one run each of queue and the
-        # baseline lost its consumers for about a second (max lateness 1,053
-        # and 745 ms, p50 0.6 ms), where the run before had 11 and 70 ms
+        # `reps` times: a p99 of 10,000 jobs is a tail of 100, which one
+        # hiccup of this shared VM moves
         return [(s, "scheduled %s" % s, partial(run_scheduled, rep=rep), cfg, res, s)
                 for rep in range(cfg.reps) for s in rotated(rep) if s not in ("pgq", "floor", "queue_noarch")]
 

@@ -238,7 +238,7 @@ def output_cost(w, v, c, peer):
     if nc:
         t += (", a difference of %s µs per job, %d%% of queue's server CPU per job without the archive (%s µs)"
               % (fmt(jb - js), round(100 * (jb - js) / nc), fmt(nc)))
-    return t + ". Payloads are jsonb by the API (docs/api.md), so that they can be queried and indexed by field"
+    return t + ". Payloads are jsonb by the API (README.md, \"SQL reference\"), so that they can be queried and indexed by field"
 
 
 def why(w, v, c, peer):
@@ -677,8 +677,8 @@ def main():
       "consumers fall behind the offered rate it includes their growing lag (seconds), which is the point; "
       "claim p99, own time = the same without the schedule lag (the log's `time` minus its `schedule_lag`): "
       "what one claim + complete transaction costs, which is what grows when a claim has to step over dead "
-      "rows; kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive "
-      "(see investigation.md of the committed run for the archive/no-archive difference). pg-boss and "
+      "rows; kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive. "
+      "pg-boss and "
       "graphile-worker run through their own Node clients (bench.mjs `horizon`) on the same schedule: each "
       "consumption has a slot at the fixed rate, as pgbench `-R` gives the SQL systems' transactions. pg-boss's "
       "consumers `fetch()` one job and `complete()` it; graphile-worker's runner (concurrency 2) is paced by its "
