@@ -322,6 +322,13 @@ def why(w, v, c, peer):
                     t += ", but " + cost
         return t + "."
     q, o = stat((w, v, "queue", c, COMPARED[w])), stat((w, v, peer, c, COMPARED[w]))
+    na = stat((w, v, "queue_noarch", c, COMPARED[w]))
+    if w in ("enqueue", "bulk", "payload enqueue") and na and o and na.get("median") is not None:
+        lower = units.get((w, v, "queue", c, COMPARED[w])) in LOWER_IS_BETTER
+        if (na["median"] < o["median"]) if lower else (na["median"] > o["median"]):
+            return ("Within this VM's spread: an enqueue runs the same code with and without the archive (which acts "
+                    "only once a job is finished), and queue without the archive (retention 0) beat %s here, with "
+                    "%s." % (the(peer), cell((w, v, "queue_noarch", c, COMPARED[w]), ratio=False)))
     if (qc is not None and pc is not None and qb is not None and pb is not None and qc < pc and qb <= pb
             and q and o and q.get("n", 0) > 1 and o.get("n", 0) > 1
             and q["min"] <= o["max"] and o["min"] <= q["max"]):
@@ -361,6 +368,17 @@ def best(w, system, metric, higher=False, cap=None):
     return (max(vals) if higher else min(vals)) if vals else None
 
 
+def by_repetition(kq, kp, lower):
+    """How queue (kq) and a peer (kp) compared in each repetition."""
+    pairs = [(x, by_rep[kp].get(r)) for r, x in by_rep[kq].items()]
+    pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+    if len(pairs) <= 1:
+        return " This cell ran once."
+    ahead = sum(1 for x, y in pairs if (x < y if lower else x > y))
+    return (" Repetition by repetition (the systems run interleaved), queue was ahead in %d of %d."
+            % (ahead, len(pairs)))
+
+
 def shortfalls():
     """Every cell of the compared workloads in which a peer beat queue (with
     the archive, as installed), and the reason."""
@@ -377,15 +395,8 @@ def shortfalls():
             if not o or o.get("median") is None:
                 continue
             if (o["median"] < q["median"]) if lower else (o["median"] > q["median"]):
-                pairs = [(x, by_rep[(w, v, peer, c, m)].get(r)) for r, x in by_rep[(w, v, "queue", c, m)].items()]
-                pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-                ahead = sum(1 for x, y in pairs if (x < y if lower else x > y))
-                reason = why(w, v, c, peer) or "Not explained by this run's figures."
-                if len(pairs) > 1:
-                    reason += (" Repetition by repetition (the systems run interleaved), queue was ahead in %d of %d."
-                               % (ahead, len(pairs)))
-                else:
-                    reason += " This cell ran once."
+                reason = (why(w, v, c, peer) or "Not explained by this run's figures.") + \
+                    by_repetition((w, v, "queue", c, m), (w, v, peer, c, m), lower)
                 lines.append("- **%s, %s, %s client%s: %s %s against queue's %s**. %s"
                              % (w, v, c, "" if c == "1" else "s", LABEL[peer], cell((w, v, peer, c, m), ratio=False),
                                 cell((w, v, "queue", c, m), ratio=False), reason))
@@ -394,9 +405,15 @@ def shortfalls():
         for peer in PEERS:
             pv = best(w, peer, m, higher, cap)
             if qv and pv and ((pv[0] > qv[0]) if higher else (pv[0] < qv[0])):
-                lines.append("- **%s: %s %s (%s) against queue's %s (%s).** %s"
-                             % (title, LABEL[peer], fmt(pv[0]), pv[1], fmt(qv[0]), qv[1],
-                                SINGLE_WHY.get((w, peer), "Not explained by this run's figures.")))
+                kq = next(k for k in agg if k[:3] == (w, qv[1], "queue") and k[4] == m)
+                kp = next(k for k in agg if k[:3] == (w, pv[1], peer) and k[4] == m)
+                more = by_repetition(kq, kp, not higher) if kq[1] == kp[1] and kq[3] == kp[3] else ""
+                if w == "scheduled":
+                    more += (" Lateness p50: queue %s, %s %s." % (cell(kq[:4] + ("lateness p50",), ratio=False),
+                                                                  the(peer), cell(kp[:4] + ("lateness p50",), ratio=False)))
+                lines.append("- **%s: %s %s (%s) against queue's %s (%s).** %s%s"
+                             % (title, LABEL[peer], cell(kp, ratio=False), pv[1], cell(kq, ratio=False), qv[1],
+                                SINGLE_WHY.get((w, peer), "Not explained by this run's figures."), more))
     if not lines:
         return "In this run, no peer beat queue in any compared cell.\n"
     return ("Every cell of the enqueue, drain and payload workloads in which a peer beat queue (with the archive, as "
