@@ -963,15 +963,10 @@ def run_scheduled(cfg, res, system, rep=0):
         for t in ts:
             t.start()
         start = time.time() + lead
-        if system == "queue":
-            sql("""SELECT count(queue.enqueue('bs', jsonb_build_object('due', extract(epoch FROM t), 'pad', %s), run_at => t))
-                   FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s""",
-                ("x" * 60, start, spread / n, n))
-        else:
-            sql("""INSERT INTO base_sched (payload, run_at)
-                   SELECT jsonb_build_object('due', extract(epoch FROM t), 'pad', %s), t
-                   FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s""",
-                ("x" * 60, start, spread / n, n))
+        jobs = ("SELECT jsonb_build_object('due', extract(epoch FROM t), 'pad', %s) AS p, t "
+                "FROM (SELECT to_timestamp(%s + i * %s) AS t FROM generate_series(0, %s - 1) i) s")
+        sql("SELECT count(queue.enqueue('bs', p, run_at => t)) FROM (%s) j" % jobs if system == "queue"
+            else "INSERT INTO base_sched (payload, run_at) " + jobs, ("x" * 60, start, spread / n, n))
         if time.time() > start:
             warn_overran(res, system, lead)
         deadline = start + spread + 30

@@ -321,14 +321,14 @@ def why(w, v, c, peer):
                 if cost:
                     t += ", but " + cost
         return t + "."
-    q, o = stat((w, v, "queue", c, COMPARED[w])), stat((w, v, peer, c, COMPARED[w]))
-    na = stat((w, v, "queue_noarch", c, COMPARED[w]))
+    m = COMPARED[w]
+    q, o, na = (stat((w, v, s, c, m)) for s in ("queue", peer, "queue_noarch"))
     if w in ("enqueue", "bulk", "payload enqueue") and na and o and na.get("median") is not None:
-        lower = units.get((w, v, "queue", c, COMPARED[w])) in LOWER_IS_BETTER
+        lower = units.get((w, v, "queue", c, m)) in LOWER_IS_BETTER
         if (na["median"] < o["median"]) if lower else (na["median"] > o["median"]):
             return ("Within this VM's spread: an enqueue runs the same code with and without the archive (which acts "
                     "only once a job is finished), and queue without the archive (retention 0) beat %s here, with "
-                    "%s." % (the(peer), cell((w, v, "queue_noarch", c, COMPARED[w]), ratio=False)))
+                    "%s." % (the(peer), cell((w, v, "queue_noarch", c, m), ratio=False)))
     if (qc is not None and pc is not None and qb is not None and pb is not None and qc < pc and qb <= pb
             and q and o and q.get("n", 0) > 1 and o.get("n", 0) > 1
             and q["min"] <= o["max"] and o["min"] <= q["max"]):
