@@ -103,6 +103,7 @@ typedef struct QueueDbSlot
 	bool		notify_all;		/* ... and we could not tell which */
 	bool		orphan_check;	/* a backend holding claims exited */
 	TimestampTz wake_at;		/* earliest newly scheduled job, or 0 */
+	TimestampTz sleep_until;	/* its worker sleeps until then; 0 awake */
 	TimestampTz hold_until;		/* no worker before this (DROP DATABASE) */
 	TimestampTz next_start;		/* no restart before this (after a crash) */
 } QueueDbSlot;
@@ -303,6 +304,7 @@ extern bool QueueDbWorkerAttach(Oid dboid, struct Latch *latch);
 extern void QueueDbWorkerDetach(Oid dboid, bool unregister);
 extern void QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all,
 							  bool *orphans, TimestampTz *wake_at);
+extern TimestampTz QueueDbWorkerSleep(Oid dboid, TimestampTz until);
 extern void QueueDbWorkerHold(Oid dboid, TimestampTz hold_until);
 
 /* owners.c: which sessions that claimed jobs are alive */

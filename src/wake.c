@@ -158,10 +158,17 @@ wake_db(Oid dboid, bool notify, bool notify_all, bool orphans, TimestampTz at)
 			slot->notify_all = news = true;
 		if (orphans && !slot->orphan_check)
 			slot->orphan_check = news = true;
+		/*
+		 * A time after the worker's own wake-up waits for it: every claim
+		 * commits a lease, and waking the worker for each cost it a few
+		 * percent of a CPU in a busy drain.  An awake worker looks at
+		 * wake_at before it sleeps (QueueDbWorkerSleep).
+		 */
 		if (at != 0 && (slot->wake_at == 0 || at < slot->wake_at))
 		{
 			slot->wake_at = at;
-			news = true;
+			if (slot->sleep_until != 0 && at < slot->sleep_until)
+				news = true;
 		}
 		if (news)
 			latch = slot->latch;
@@ -462,8 +469,32 @@ QueueDbWorkerTake(Oid dboid, bool *notify, bool *notify_all, bool *orphans, Time
 		slot->notify_all = false;
 		slot->orphan_check = false;
 		slot->wake_at = 0;
+		slot->sleep_until = 0;
 	}
 	SpinLockRelease(&wake->mutex);
+}
+
+/*
+ * A database worker is about to sleep until until: from now on, a time
+ * before that wakes it (wake_db).  Returns until, or the earliest time it
+ * was told since it last looked (QueueDbWorkerTake), if that is earlier.
+ */
+TimestampTz
+QueueDbWorkerSleep(Oid dboid, TimestampTz until)
+{
+	QueueDbSlot *slot;
+
+	SpinLockAcquire(&wake->mutex);
+	slot = db_slot(dboid, false);
+	if (slot != NULL)
+	{
+		if (slot->wake_at != 0 && slot->wake_at < until)
+			until = slot->wake_at;
+		slot->wake_at = 0;
+		slot->sleep_until = until;
+	}
+	SpinLockRelease(&wake->mutex);
+	return until;
 }
 
 /*

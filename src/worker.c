@@ -76,7 +76,9 @@
  * A due time of a queue that claims are waiting on is theirs for this many
  * ms: they wake for it and promote the job in the transaction that takes
  * it.  A pass of ours at the same moment would only compete with them for
- * the CPU and the WAL flush, making the job later.
+ * the CPU and the WAL flush, making the job later; so we do not even wake
+ * for it, only to look whether they did (with jobs falling due every few
+ * ms, waking for each cost more CPU than the claims that took them).
  */
 #define WAITERS_GRACE_MS		10
 
@@ -660,7 +662,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		/* gen is read before the tick takes its snapshot */
 		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
 			(orphans && due != DT_NOEND);
-		if (due_now && !orphans && due != 0 &&
+		if (!orphans && due != 0 && due != DT_NOEND &&
 			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) && QueueWaitersPresent(qnos[i]))
 		{
 			due += WAITERS_GRACE_MS * INT64CONST(1000);
@@ -813,6 +815,7 @@ queue_db_worker_main(Datum arg)
 		QueueLauncherEnsure();
 
 		now_ts = GetCurrentTimestamp();
+		next_upkeep = QueueDbWorkerSleep(dboid, next_upkeep);
 		timeout = next_upkeep > now_ts ? (long) ((next_upkeep - now_ts + 999) / 1000) : 0;
 		if (notify_owed || notify_all_owed)
 			timeout = Min(timeout, Max(0, (long) ((last_notify + NOTIFY_INTERVAL_MS * INT64CONST(1000) - now_ts + 999) / 1000)));

@@ -13,7 +13,8 @@
 # while it sleeps, cancellable, and aware of pause and resume; jobs
 # survive a fast restart and crash recovery; DROP EXTENSION, DROP
 # DATABASE and CREATE DATABASE ... TEMPLATE are not blocked by the worker;
-# a configuration reload reaches the worker;
+# a configuration reload reaches the worker, and leases that need
+# nothing of it yet do not wake it;
 # a terminated worker or a terminated or cancelled launcher comes back
 # without duplicating workers; without shared_preload_libraries the
 # extension says so and claim(wait =>) refuses.  Finally no worker or
@@ -785,6 +786,33 @@ for (1 .. 20)
 is($ended, 20, 'completing batches of 10 ends their leases');
 sleep 0.3;
 is($mon->query($last_pass), $before, 'and the worker was not woken for any of them');
+
+# A job claimed alone is leased in its row, and the claim's commit tells
+# the worker when that lease runs out.  A time after the worker's own
+# wake-up must not wake it: doing so for every claim cost it a few
+# percent of a CPU in a busy drain.  Its voluntary context switches
+# (each return from its sleep is one) show whether it woke.
+my $switches = sub {
+	open my $fh, '<', "/proc/$wpid/status" or return undef;
+	my ($n) = map { /^voluntary_ctxt_switches:\s+(\d+)/ ? $1 : () } <$fh>;
+	return $n;
+};
+$app->query(q{SELECT count(*) FROM queue.enqueue_batch('quiet', array_fill('{}'::jsonb, ARRAY[50]))});
+my $switches_before = $switches->();
+my $single = 0;
+for (1 .. 50)
+{
+	my $id = $app->query(q{SELECT id FROM queue.claim('quiet')});
+	$single++ if $app->query(qq{SELECT queue.complete($id)}) eq 't';
+}
+is($single, 50, '50 jobs claimed one at a time (each leased in its row) and completed');
+SKIP:
+{
+	skip 'no /proc to read the worker\'s context switches from', 1 unless defined $switches_before;
+	my $woken = $switches->() - $switches_before;
+	cmp_ok($woken, '<', 10, 'and the worker was not woken for their leases');
+	note "the worker's voluntary context switches meanwhile: $woken";
+}
 $app->query(q{SELECT queue.drop('quiet')});
 $mon->query(q{ALTER SYSTEM RESET queue.worker_naptime});
 $mon->query(q{SELECT pg_reload_conf()});
