@@ -37,6 +37,7 @@ typedef struct ClaimSpan
 	Datum	   *ids;			/* ids taken, if max_running needs them */
 	int32		last_prio;
 	int64		last_rank;
+	bool		held;			/* some were held, not leased in place */
 } ClaimSpan;
 
 /*
@@ -157,6 +158,7 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want, QueueLeaseClai
 	ClaimOut	out = {q, !in_place, rsinfo, span, 0};
 	int			taken;
 
+	span->held |= !in_place;
 	args[1] = Int32GetDatum(want);
 	taken = QueueTakeJobs(q, which, in_place, args, want, lc, emit_job, &out);
 	if (taken < 0)
@@ -395,6 +397,7 @@ queue_claim(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
+	QueueFlushClaimStart();
 	if (wait_ms > 0)
 	{
 		deadline = GetCurrentTimestamp() + wait_ms * INT64CONST(1000);
@@ -460,6 +463,7 @@ queue_claim(PG_FUNCTION_ARGS)
 	}
 	if (wait_ms > 0)
 		QueueWaitDone();
+	QueueFlushClaimEnd(span.held);
 
 	QueueSpiEnd();
 	return (Datum) 0;

@@ -53,6 +53,16 @@ _PG_init(void)
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("queue.synchronous_claims",
+							 "Whether a transaction that only claimed jobs waits for its commit to reach disk.",
+							 "Off saves a consumer a WAL flush per claim; a crash may then undo a claim, uncounted and not in the job's history, and its jobs are ready again.",
+							 &queue_synchronous_claims,
+							 true,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+
+	/* first: its commit callback must run after everyone's writes (flush.c) */
+	QueueFlushInit();
 	QueueCacheInit();
 	QueueXactInit();
 	QueueHeldInit();

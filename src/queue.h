@@ -324,6 +324,12 @@ extern void QueueWorkerRegister(void);
 extern void QueueLauncherEnsure(void);
 extern void QueueUtilityHookInstall(void);
 
+/* flush.c */
+extern bool queue_synchronous_claims;
+extern void QueueFlushInit(void);
+extern void QueueFlushClaimStart(void);
+extern void QueueFlushClaimEnd(bool held);
+
 /* xact.c: what a transaction must tell shared memory when it ends */
 extern void QueueXactInit(void);
 extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
