@@ -81,7 +81,7 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	if (IsolationUsesXactSnapshot())
 		return;
 	next = SPI_getbinval(tup, desc, 4, &isnull);
-	QueueXactNextDue(q->qno, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
+	QueueXactNextDue(q->qno, now_ts, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
 }
 
 /* Where run_claim() puts the jobs it took. */

@@ -474,6 +474,14 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " $5, 0, $6, u.p FROM unnest($1, $2) WITH ORDINALITY AS u(id, p, n)", t);
 			break;
 		case PLAN_PROMOTE:
+
+			/*
+			 * The next due time counts jobs due after $1 only: one due by
+			 * then and still scheduled is ours (our snapshot shows it as it
+			 * was) or another promotion's in flight, which makes it ready
+			 * when it commits and brings the due time back if it aborts
+			 * (xact.c).  Only if we stopped at 1000 are more due at once.
+			 */
 			appendStringInfo(&buf,
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
 							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
@@ -482,8 +490,9 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " RETURNING id, priority, rank)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
-							 "(SELECT run_at FROM %s WHERE state = 'scheduled'"
-							 " AND id <> ALL (ARRAY(SELECT id FROM u)) ORDER BY run_at LIMIT 1),"
+							 "CASE WHEN count(*) = 1000 THEN $1 + interval '1 microsecond' END,"
+							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
+							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
 							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
 							 t, s, t, t, t);

@@ -336,7 +336,7 @@ extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
 extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took);
 extern void QueueXactResetAtEnd(int32 qno, bool forget);
 extern void QueueXactFinished(int32 qno, int64 completed, int64 failed);
-extern void QueueXactNextDue(int32 qno, TimestampTz due, uint64 gen);
+extern void QueueXactNextDue(int32 qno, TimestampTz promoted_at, TimestampTz due, uint64 gen);
 extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
 extern void QueueXactLeased(int32 qno, TimestampTz until);
 extern void QueueXactCount(int32 qno, QueueState from, QueueState to, int64 n);

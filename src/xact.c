@@ -43,6 +43,7 @@ typedef struct PendingQueue
 	bool		jobs_due;		/* a job (not a lease) falls due then */
 	TimestampTz next_due;		/* a promotion found the next due time, or 0 */
 	uint64		next_due_gen;
+	TimestampTz promoted_at;	/* it promoted the jobs due by then, or 0 */
 	bool		recount;		/* counts changed wholesale: recount */
 	bool		zero_counts;	/* a new, empty queue: counts are zero */
 	uint64		zero_gen;
@@ -177,13 +178,18 @@ note_due(int32 qno, TimestampTz at, bool job)
 }
 
 /*
- * This transaction promoted due jobs and found when the queue falls due
- * next, in a snapshot taken after gen was read (QueueDueGet).  Stored at
- * commit, so that waiting claims wake for the next job on their own rather
- * than after the worker has looked it up.
+ * This transaction promoted the jobs due by promoted_at and found when the
+ * queue falls due next, in a snapshot taken after gen was read
+ * (QueueDueGet).  Stored at once, so that claims waiting on the queue wake
+ * for the next job on their own while this transaction goes on to commit
+ * (a flush that can take tens of ms) or, in a transaction block, to work:
+ * until then the due time is that of the jobs we hold, and they would
+ * sleep until we commit or the worker steps in.  Stored again at commit,
+ * over whatever a look that still saw our jobs as scheduled stored
+ * meanwhile.  If we abort, our jobs are due again (apply_abort).
  */
 void
-QueueXactNextDue(int32 qno, TimestampTz due, uint64 gen)
+QueueXactNextDue(int32 qno, TimestampTz promoted_at, TimestampTz due, uint64 gen)
 {
 	PendingQueue *p;
 
@@ -192,6 +198,10 @@ QueueXactNextDue(int32 qno, TimestampTz due, uint64 gen)
 	p = pending_entry(qno);
 	p->next_due = due;
 	p->next_due_gen = gen;
+	if (p->promoted_at == 0 || promoted_at < p->promoted_at)
+		p->promoted_at = promoted_at;
+	if (QueueDueSet(qno, due, gen))
+		QueueSignalWaiters(qno);
 }
 
 void
@@ -279,6 +289,13 @@ apply_abort(PendingQueue *p)
 	/* the jobs it took are ready again: wake whoever waits for them */
 	if (p->took || p->reset)
 		QueueSignalReady(p->qno);
+	/* the jobs it promoted are scheduled again, and due */
+	if (p->promoted_at != 0)
+	{
+		(void) QueueDueLower(p->qno, p->promoted_at);
+		QueueSignalWaiters(p->qno);
+		QueueSignalScheduled(p->promoted_at);
+	}
 }
 
 static void

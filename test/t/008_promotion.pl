@@ -1,0 +1,78 @@
+# test/t/008_promotion.pl: a claim's promotion of scheduled jobs and the
+# queue's due time, which claims waiting on the queue sleep until.
+#
+# A claim that promotes the jobs falling due publishes the queue's next due
+# time at once (src/xact.c, QueueXactNextDue), not when it commits: a claim
+# waiting meanwhile takes the next job when it falls due, though the first
+# claim's transaction is still open.  If that transaction rolls back, the
+# job it promoted is due again, and a waiting claim takes it at once.  The
+# worker's naptime is an hour, so that only these paths can deliver.  While
+# the job is held, the worker must not spin: its own look at the table
+# still sees the held job as scheduled and due, and used to store that as
+# the due time, look again at once, and so on until the holder committed.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use QueueTest;
+
+my $node = PostgreSQL::Test::Cluster->new('promotion');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'queue'\nqueue.worker_naptime = '1h'");
+$node->start;
+$node->safe_psql('postgres', q{CREATE EXTENSION queue; SELECT queue.create('p');});
+
+my $a = QueueTestSession->new($node, 'postgres', 'holder');
+my $w = QueueTestSession->new($node, 'postgres', 'waiter');
+
+my $t0 = $a->query(q{SELECT extract(epoch FROM clock_timestamp())});
+my $first = $a->query(qq{SELECT queue.enqueue('p', '{"n": 1}', run_at => to_timestamp($t0 + 1))});
+my $second = $a->query(qq{SELECT queue.enqueue('p', '{"n": 2}', run_at => to_timestamp($t0 + 2))});
+
+my $wpid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'postgres'});
+my $cpu = sub {
+	open my $fh, '<', "/proc/$wpid/stat" or return undef;
+	my @f = split ' ', (<$fh> =~ s/^.*\) //r);
+	return $f[11] + $f[12];    # utime + stime, in clock ticks
+};
+
+# The holder takes the first job in a transaction it keeps open.
+is($a->query(q{BEGIN; SELECT id FROM queue.claim('p', wait => '5 s')}), $first,
+	'a claim in an open transaction takes the first job when it falls due');
+
+my $cpu_before = $cpu->();
+$w->send(q{SELECT id FROM queue.claim('p', wait => '5 s')});
+my ($got, $err, $at) = $w->wait(10);
+my $cpu_after = $cpu->();
+is($got, $second, 'a waiting claim takes the second job while that transaction is open');
+my $late = $at - ($t0 + 2);
+ok($late < 0.3, 'within 300 ms of its due time');
+note sprintf('the second job was taken %.3f s after its due time', $late);
+SKIP:
+{
+	skip 'no /proc to read the worker\'s CPU time from', 1 unless defined $cpu_before;
+	cmp_ok($cpu_after - $cpu_before, '<', 20, 'the worker did not spin meanwhile (under 0.2 s of CPU)');
+	note sprintf('the worker used %d clock ticks meanwhile', $cpu_after - $cpu_before);
+}
+
+# The holder rolls back: the first job is scheduled again, and due.
+$w->send(q{SELECT id FROM queue.claim('p', wait => '5 s')});
+my $sent = time;
+$a->query('ROLLBACK');
+my $rolled = time;
+($got, $err, $at) = $w->wait(10);
+is($got, $first, 'after the rollback a waiting claim takes the first job');
+ok($at - $rolled < 1, 'within a second of the rollback (the worker sleeps for an hour)');
+note sprintf('taken %.3f s after the rollback (claim sent %.3f s before it)', $at - $rolled, $rolled - $sent);
+
+$a->close;
+$w->close;
+$node->stop;
+
+done_testing();
