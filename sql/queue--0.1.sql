@@ -1372,11 +1372,19 @@ BEGIN
         deleted := queue._rotate_archive(r, t);
     END IF;
 
+    -- Jobs due by t and still scheduled are held by promotions in flight
+    -- (a claim's, whose transaction may stay open): they become ready when
+    -- it commits, and its abort brings the due time back (src/xact.c).
+    -- Counting them, the queue stayed due and we looked again at once, a
+    -- CPU's worth, for as long as one was held.  Unless we stopped at
+    -- batch: then more are due now.
     EXECUTE format($q$
         SELECT least(
-            (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
+            CASE WHEN $2 >= $3 THEN $1 END,
+            (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' AND run_at > $1
+              ORDER BY run_at LIMIT 1),
             (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
-    INTO next_due;
+    INTO next_due USING t, promoted, batch;
     IF has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT') THEN
         EXECUTE format('SELECT least($1, (SELECT lease_until FROM queue.%I ORDER BY lease_until LIMIT 1))',
                        'l_' || r.name)

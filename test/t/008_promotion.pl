@@ -7,9 +7,10 @@
 # claim's transaction is still open.  If that transaction rolls back, the
 # job it promoted is due again, and a waiting claim takes it at once.  The
 # worker's naptime is an hour, so that only these paths can deliver.  While
-# the job is held, the worker must not spin: its own look at the table
-# still sees the held job as scheduled and due, and used to store that as
-# the due time, look again at once, and so on until the holder committed.
+# the job is held, the worker must not spin, with claims waiting or not:
+# its own look at the table still sees the held job as scheduled and due,
+# and used to store that as the due time, look again at once, and so on
+# until the holder committed.
 
 use strict;
 use warnings;
@@ -70,6 +71,27 @@ my $rolled = time;
 is($got, $first, 'after the rollback a waiting claim takes the first job');
 ok($at - $rolled < 1, 'within a second of the rollback (the worker sleeps for an hour)');
 note sprintf('taken %.3f s after the rollback (claim sent %.3f s before it)', $at - $rolled, $rolled - $sent);
+
+# The same hold with nobody waiting: the worker promotes the next job
+# itself when it falls due, and must not then take the held job for the
+# queue's due time (its look at the table still sees it scheduled).
+$t0 = $a->query(q{SELECT extract(epoch FROM clock_timestamp())});
+my $third = $a->query(qq{SELECT queue.enqueue('p', '{"n": 3}', run_at => to_timestamp($t0 + 1))});
+my $fourth = $a->query(qq{SELECT queue.enqueue('p', '{"n": 4}', run_at => to_timestamp($t0 + 1.5))});
+is($a->query(q{BEGIN; SELECT id FROM queue.claim('p', wait => '5 s')}), $third,
+	'a claim in an open transaction takes the third job');
+$cpu_before = $cpu->();
+my $took = poll_for($w, qq{SELECT state FROM queue.jobs WHERE id = $fourth}, 'ready', 5);
+ok(defined $took, 'with nobody waiting, the worker makes the fourth job ready');
+sleep 1;
+$cpu_after = $cpu->();
+SKIP:
+{
+	skip 'no /proc to read the worker\'s CPU time from', 1 unless defined $cpu_before;
+	cmp_ok($cpu_after - $cpu_before, '<', 20, 'and does not spin while the third is held');
+	note sprintf('the worker used %d clock ticks meanwhile', $cpu_after - $cpu_before);
+}
+$a->query('COMMIT');
 
 $a->close;
 $w->close;
