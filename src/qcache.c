@@ -36,6 +36,9 @@
 
 #include "queue.h"
 
+/* Most scheduled jobs one claim promotes (PLAN_PROMOTE). */
+#define PROMOTE_BATCH 1000
+
 static HTAB *queue_by_qno = NULL;
 static MemoryContext queue_cache_cxt = NULL;
 static bool queue_cache_stale = false;
@@ -480,22 +483,23 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			 * then and still scheduled is ours (our snapshot shows it as it
 			 * was) or another promotion's in flight, which makes it ready
 			 * when it commits and brings the due time back if it aborts
-			 * (xact.c).  Only if we stopped at 1000 are more due at once.
+			 * (xact.c).  Only if we stopped at PROMOTE_BATCH are more due
+			 * at once.
 			 */
 			appendStringInfo(&buf,
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
 							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
 							 " WHERE state = 'scheduled' AND run_at <= $1"
-							 " ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))"
+							 " ORDER BY run_at LIMIT %d FOR UPDATE SKIP LOCKED))"
 							 " RETURNING id, priority, rank)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
-							 "CASE WHEN count(*) = 1000 THEN $1 + interval '1 microsecond' END,"
+							 "CASE WHEN count(*) = %d THEN $1 + interval '1 microsecond' END,"
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
 							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
-							 t, s, t, t, t);
+							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;

@@ -286,16 +286,17 @@ apply_abort(PendingQueue *p)
 		QueueCursorReset(p->qno);
 	else if (p->claimed)
 		QueueCursorLower(p->qno, p->claim_prio, p->claim_rank);
-	/* the jobs it took are ready again: wake whoever waits for them */
-	if (p->took || p->reset)
-		QueueSignalReady(p->qno);
 	/* the jobs it promoted are scheduled again, and due */
 	if (p->promoted_at != 0)
 	{
 		(void) QueueDueLower(p->qno, p->promoted_at);
-		QueueSignalWaiters(p->qno);
 		QueueSignalScheduled(p->promoted_at);
 	}
+	/* the jobs it took are ready again, or due: wake whoever waits for them */
+	if (p->took || p->reset)
+		QueueSignalReady(p->qno);
+	else if (p->promoted_at != 0)
+		QueueSignalWaiters(p->qno);
 }
 
 static void
