@@ -1377,14 +1377,20 @@ BEGIN
     -- it commits, and its abort brings the due time back (src/xact.c).
     -- Counting them, the queue stayed due and we looked again at once, a
     -- CPU's worth, for as long as one was held.  Unless we stopped at
-    -- batch: then more are due now.
+    -- batch: then more are due now.  Such a job may also be locked by
+    -- something that leaves it scheduled (a cancel that rolls back, a
+    -- user's FOR UPDATE), which would strand it until the next cleanup:
+    -- while one is there, we look again after a naptime.
     EXECUTE format($q$
         SELECT least(
             CASE WHEN $2 >= $3 THEN $1 END,
+            CASE WHEN EXISTS (SELECT 1 FROM queue.%1$I WHERE state = 'scheduled' AND run_at <= $1)
+                 THEN $1 + $4 END,
             (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' AND run_at > $1
               ORDER BY run_at LIMIT 1),
             (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
-    INTO next_due USING t, promoted, batch;
+    INTO next_due
+    USING t, promoted, batch, current_setting('queue.worker_naptime', true)::interval;
     IF has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT') THEN
         EXECUTE format('SELECT least($1, (SELECT lease_until FROM queue.%I ORDER BY lease_until LIMIT 1))',
                        'l_' || r.name)

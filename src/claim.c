@@ -57,6 +57,8 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	TimestampTz batch_due;
 	uint64		gen;
 	Datum		next;
+	Datum		stranded;
+	TimestampTz next_due;
 
 	/* gen must be read before the statement takes its snapshot */
 	(void) QueueDueGet(q->qno, &known, &gen);
@@ -81,7 +83,20 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	if (IsolationUsesXactSnapshot())
 		return;
 	next = SPI_getbinval(tup, desc, 4, &isnull);
-	QueueXactNextDue(q->qno, now_ts, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
+	next_due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
+
+	/*
+	 * A due job we could not lock is most likely another promotion's, but
+	 * may be held by something that leaves it scheduled: nobody would then
+	 * look at it again before the worker's cleanup, a waiting claim not
+	 * before its deadline.  A naptime is the delay the worker's look would
+	 * have had anyway.  (A promotion that took nothing stores nothing:
+	 * the worker's look, due then, caps its own due time the same way.)
+	 */
+	stranded = SPI_getbinval(tup, desc, 5, &isnull);
+	if (!isnull && DatumGetBool(stranded))
+		next_due = Min(next_due, now_ts + queue_worker_naptime * INT64CONST(1000));
+	QueueXactNextDue(q->qno, now_ts, next_due, gen);
 }
 
 /* Where run_claim() puts the jobs it took. */

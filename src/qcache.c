@@ -484,7 +484,13 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			 * was) or another promotion's in flight, which makes it ready
 			 * when it commits and brings the due time back if it aborts
 			 * (xact.c).  Only if we stopped at PROMOTE_BATCH are more due
-			 * at once.
+			 * at once.  The fifth column says whether any such job is left
+			 * that we did not take: it may instead be locked by something
+			 * that will not make it ready (a cancel that rolls back, a
+			 * user's FOR UPDATE), so someone must look again (claim.c).  It
+			 * is null unless we took some and stopped short of the batch.
+			 * NOT IN (SELECT ...) is hashed, where <> ALL (ARRAY(...))
+			 * would compare every due entry with every job we took.
 			 */
 			appendStringInfo(&buf,
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
@@ -498,8 +504,11 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
-							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
-							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t);
+							 " ORDER BY lease_until LIMIT 1), $2) END,"
+							 " CASE WHEN count(*) BETWEEN 1 AND %d - 1 THEN EXISTS (SELECT 1 FROM %s"
+							 " WHERE state = 'scheduled' AND run_at <= $1"
+							 " AND id NOT IN (SELECT id FROM u)) END FROM u",
+							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t, PROMOTE_BATCH, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;

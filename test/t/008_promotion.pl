@@ -10,7 +10,8 @@
 # the job is held, the worker must not spin, with claims waiting or not:
 # its own look at the table still sees the held job as scheduled and due,
 # and used to store that as the due time, look again at once, and so on
-# until the holder committed.
+# until the holder committed.  Last, a due job that something else holds
+# locked without making it ready is looked at again after a naptime.
 
 use strict;
 use warnings;
@@ -18,7 +19,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Time::HiRes qw(time sleep);
 
 use QueueTest;
 
@@ -92,6 +93,43 @@ SKIP:
 	note sprintf('the worker used %d clock ticks meanwhile', $cpu_after - $cpu_before);
 }
 $a->query('COMMIT');
+$a->query(qq{SELECT queue.complete($third)});
+is($a->query(q{SELECT count(*) FROM queue.claim('p') c, queue.complete(c.id)}), 1,
+	'the fourth job is claimed and completed: the queue is empty');
+
+# A due job locked by something that leaves it scheduled (here a plain
+# FOR UPDATE; a cancel or reschedule that rolls back does the same).  The
+# promotions skip it, and the due time they stored no longer named it:
+# only the worker's cleanup, every 10 s, found it again, and a waiting
+# claim slept until then.  While such a job is there, the worker's look
+# and a claim's promotion now store a due time a naptime on.  The sixth
+# job falls due with the fifth: a claim waiting for it promotes it (the
+# worker leaves due jobs to waiting claims for 10 ms), so the claim's due
+# time is the one the next claim sleeps on.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET queue.worker_naptime = '1s'});
+$node->safe_psql('postgres', q{SELECT pg_reload_conf()});
+sleep 1;
+$t0 = $a->query(q{SELECT extract(epoch FROM clock_timestamp())});
+my $fifth = $a->query(qq{SELECT queue.enqueue('p', '{"n": 5}', run_at => to_timestamp($t0 + 2))});
+my $sixth = $a->query(qq{SELECT queue.enqueue('p', '{"n": 6}', run_at => to_timestamp($t0 + 2))});
+$a->query(qq{BEGIN; SELECT 1 FROM queue.q_p WHERE id = $fifth FOR UPDATE});
+is($w->query(q{SELECT id FROM queue.claim('p', wait => '5 s')}), $sixth,
+	'a waiting claim takes the due job that is not locked');
+# (the jobs taken earlier hold leases: the due time was their expiry)
+my $ahead = $w->query(
+	q{SELECT extract(epoch FROM t.next_due - clock_timestamp())
+	    FROM queue.queue_config c, queue._tick_queue(c, cleanup => false) t WHERE c.name = 'p'});
+ok($ahead ne '' && $ahead > 0.5 && $ahead <= 1,
+	'while the other is locked, the worker\'s look is due again a naptime on');
+note "the look's due time was $ahead s ahead";
+$w->send(q{SELECT id FROM queue.claim('p', wait => '20 s')});
+sleep 0.5;
+$a->query('ROLLBACK');
+my $released = time;
+($got, $err, $at) = $w->wait(30);
+is($got, $fifth, 'a waiting claim takes the locked job once the lock is gone');
+ok($at - $released < 1.6, 'within a naptime of that (the worker\'s cleanup comes every 10 s)');
+note sprintf('taken %.3f s after the lock went', $at - $released);
 
 $a->close;
 $w->close;
