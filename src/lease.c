@@ -123,14 +123,19 @@ static LeaseShared *lease_shared = NULL;
 static HTAB *lease_jobs = NULL;
 static HTAB *lease_batches = NULL;
 
-/* partitions of lease_jobs, then lease_batches, then the queue locks */
-static LWLockPadded *lease_locks = NULL;
+/*
+ * Three tranches, so that a wait on one (pg_stat_activity.wait_event) says
+ * which: partitions of lease_jobs, the lock of lease_batches, the queue locks
+ */
+static LWLockPadded *partition_locks = NULL;
+static LWLockPadded *batches_lock = NULL;
+static LWLockPadded *queue_locks = NULL;
 
-#define PARTITION_LOCK(h)	(&lease_locks[(h) % LEASE_PARTITIONS].lock)
-#define BATCHES_LOCK		(&lease_locks[LEASE_PARTITIONS].lock)
+#define PARTITION_LOCK(h)	(&partition_locks[(h) % LEASE_PARTITIONS].lock)
+#define BATCHES_LOCK		(&batches_lock->lock)
 #define QUEUE_LOCK_NO(qno)	QUEUE_SLOT(MyDatabaseId, qno)
 #define QUEUE_SLOT(db, qno)	(hash_combine((db), (uint32) (qno)) % LEASE_QUEUE_LOCKS)
-#define QUEUE_LOCK(slot)	(&lease_locks[LEASE_PARTITIONS + 1 + (slot)].lock)
+#define QUEUE_LOCK(slot)	(&queue_locks[(slot)].lock)
 
 static int
 max_batches(void)
@@ -149,10 +154,13 @@ QueueLeaseShmemSize(void)
 	return add_size(size, hash_estimate_size(max_batches(), sizeof(LeaseBatch)));
 }
 
-int
-QueueLeaseLockCount(void)
+/* Called from the shmem request hook. */
+void
+QueueLeaseRequestLocks(void)
 {
-	return LEASE_PARTITIONS + 1 + LEASE_QUEUE_LOCKS;
+	RequestNamedLWLockTranche("queue leased jobs", LEASE_PARTITIONS);
+	RequestNamedLWLockTranche("queue lease batches", 1);
+	RequestNamedLWLockTranche("queue leases", LEASE_QUEUE_LOCKS);
 }
 
 /* Called at shared memory startup, with AddinShmemInitLock held. */
@@ -170,7 +178,9 @@ QueueLeaseShmemInit(void)
 		for (int i = 0; i < LEASE_QUEUE_LOCKS; i++)
 			pg_atomic_init_u32(&lease_shared->leased[i], 0);
 	}
-	lease_locks = GetNamedLWLockTranche("queue leases");
+	partition_locks = GetNamedLWLockTranche("queue leased jobs");
+	batches_lock = GetNamedLWLockTranche("queue lease batches");
+	queue_locks = GetNamedLWLockTranche("queue leases");
 	if (queue_max_leased_jobs == 0)
 		return;
 
@@ -1153,7 +1163,7 @@ QueueLeaseForget(Oid dboid, int32 qno)
 	if (lease_jobs == NULL)
 		return;
 	for (int i = 0; i < LEASE_PARTITIONS; i++)
-		LWLockAcquire(&lease_locks[i].lock, LW_EXCLUSIVE);
+		LWLockAcquire(&partition_locks[i].lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, lease_jobs);
 	while ((e = hash_seq_search(&status)) != NULL)
 		if (e->key.dboid == dboid && (qno == 0 || qno_of(e->key.id) == qno))
@@ -1163,7 +1173,7 @@ QueueLeaseForget(Oid dboid, int32 qno)
 			removed++;
 		}
 	for (int i = LEASE_PARTITIONS - 1; i >= 0; i--)
-		LWLockRelease(&lease_locks[i].lock);
+		LWLockRelease(&partition_locks[i].lock);
 	pg_atomic_fetch_sub_u32(&lease_shared->njobs, removed);
 
 	removed = 0;

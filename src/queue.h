@@ -259,7 +259,7 @@ extern void QueueLeasesSetLoaded(int32 qno);
 
 /* lease.c */
 extern Size QueueLeaseShmemSize(void);
-extern int	QueueLeaseLockCount(void);
+extern void QueueLeaseRequestLocks(void);
 extern void QueueLeaseShmemInit(void);
 extern void QueueLeaseInit(void);
 extern bool QueueLeaseTracking(QueueInfo *q);

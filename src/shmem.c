@@ -115,7 +115,7 @@ queue_shmem_request(void)
 	RequestAddinShmemSpace(QueueOwnersShmemSize());
 	RequestAddinShmemSpace(QueueLeaseShmemSize());
 	RequestNamedLWLockTranche("queue", 1);
-	RequestNamedLWLockTranche("queue leases", QueueLeaseLockCount());
+	QueueLeaseRequestLocks();
 }
 
 static void
