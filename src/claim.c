@@ -47,8 +47,8 @@ typedef struct ClaimSpan
 static void
 promote_due(QueueInfo *q, TimestampTz now_ts)
 {
-	Datum		args[2];
-	char		nulls[2] = "  ";
+	Datum		args[3];
+	char		nulls[3] = "   ";
 	bool		isnull;
 	HeapTuple	tup;
 	TupleDesc	desc;
@@ -57,8 +57,6 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	TimestampTz batch_due;
 	uint64		gen;
 	Datum		next;
-	Datum		stranded;
-	TimestampTz next_due;
 
 	/* gen must be read before the statement takes its snapshot */
 	(void) QueueDueGet(q->qno, &known, &gen);
@@ -68,6 +66,16 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	args[1] = TimestampTzGetDatum(batch_due);
 	if (batch_due == 0)
 		nulls[1] = 'n';
+
+	/*
+	 * A due job we could not lock is most likely another promotion's, but
+	 * may be held by something that leaves it scheduled: nobody would then
+	 * look at it again before the worker's cleanup, a waiting claim not
+	 * before its deadline.  A naptime is the delay the worker's look would
+	 * have had anyway.  (A promotion that took nothing stores nothing:
+	 * the worker's look, due then, caps its own due time the same way.)
+	 */
+	args[2] = TimestampTzGetDatum(now_ts + queue_worker_naptime * INT64CONST(1000));
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), args, nulls, false, 1),
 					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
 	tup = SPI_tuptable->vals[0];
@@ -83,20 +91,7 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	if (IsolationUsesXactSnapshot())
 		return;
 	next = SPI_getbinval(tup, desc, 4, &isnull);
-	next_due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
-
-	/*
-	 * A due job we could not lock is most likely another promotion's, but
-	 * may be held by something that leaves it scheduled: nobody would then
-	 * look at it again before the worker's cleanup, a waiting claim not
-	 * before its deadline.  A naptime is the delay the worker's look would
-	 * have had anyway.  (A promotion that took nothing stores nothing:
-	 * the worker's look, due then, caps its own due time the same way.)
-	 */
-	stranded = SPI_getbinval(tup, desc, 5, &isnull);
-	if (!isnull && DatumGetBool(stranded))
-		next_due = Min(next_due, now_ts + queue_worker_naptime * INT64CONST(1000));
-	QueueXactNextDue(q->qno, now_ts, next_due, gen);
+	QueueXactNextDue(q->qno, now_ts, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
 }
 
 /* Where run_claim() puts the jobs it took. */

@@ -484,13 +484,12 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			 * was) or another promotion's in flight, which makes it ready
 			 * when it commits and brings the due time back if it aborts
 			 * (xact.c).  Only if we stopped at PROMOTE_BATCH are more due
-			 * at once.  The fifth column says whether any such job is left
-			 * that we did not take: it may instead be locked by something
-			 * that will not make it ready (a cancel that rolls back, a
-			 * user's FOR UPDATE), so someone must look again (claim.c).  It
-			 * is null unless we took some and stopped short of the batch.
-			 * NOT IN (SELECT ...) is hashed, where <> ALL (ARRAY(...))
-			 * would compare every due entry with every job we took.
+			 * at once.  Otherwise, if one we did not take is left, it may
+			 * instead be locked by something that will not make it ready
+			 * (a cancel that rolls back, a user's FOR UPDATE): someone must
+			 * look again, at $3 (a naptime on).  NOT IN (SELECT ...) is
+			 * hashed, where <> ALL (ARRAY(...)) would compare every due
+			 * entry with every job we took.
 			 */
 			appendStringInfo(&buf,
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
@@ -500,15 +499,14 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " RETURNING id, priority, rank)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
-							 "CASE WHEN count(*) = %d THEN $1 + interval '1 microsecond' END,"
+							 "CASE WHEN count(*) = %d THEN $1 + interval '1 microsecond'"
+							 " WHEN EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled' AND run_at <= $1"
+							 " AND id NOT IN (SELECT id FROM u)) THEN $3 END,"
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
-							 " ORDER BY lease_until LIMIT 1), $2) END,"
-							 " CASE WHEN count(*) BETWEEN 1 AND %d - 1 THEN EXISTS (SELECT 1 FROM %s"
-							 " WHERE state = 'scheduled' AND run_at <= $1"
-							 " AND id NOT IN (SELECT id FROM u)) END FROM u",
-							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t, PROMOTE_BATCH, t);
+							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
+							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;
@@ -707,7 +705,8 @@ plan_args(QueuePlanId which, Oid *types)
 		case PLAN_PROMOTE:
 			types[0] = TIMESTAMPTZOID;
 			types[1] = TIMESTAMPTZOID;
-			return 2;
+			types[2] = TIMESTAMPTZOID;
+			return 3;
 		case PLAN_CLAIM_FRONT:
 		case PLAN_LEASE_FRONT:
 			src = claim, n = 5;
