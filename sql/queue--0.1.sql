@@ -1322,6 +1322,7 @@ DECLARE
     dead_groups text[];
     expired_ids bigint[];
     n_dead bigint;
+    left_due boolean;
 BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
@@ -1356,15 +1357,25 @@ BEGIN
     PERFORM queue._count(r.qno, 'running', 'ready', expired - n_dead);
     PERFORM queue._advance_groups(r.qno, dead_groups);
 
+    -- FOR UPDATE locks the latest version of a job that a claim's
+    -- promotion made ready after our snapshot, and passes over it: claims
+    -- then pass over it too, as one being claimed, until we end.  Our
+    -- snapshot still shows it as due and scheduled (left_due), and the
+    -- cursor must go back for it when we end (src/claim.c, promote_due).
     EXECUTE format($q$
+        WITH u AS (
         UPDATE queue.%1$I j
            SET state = 'ready', rank = nextval('queue.%2$I')
          WHERE j.id = ANY (ARRAY(
                SELECT id FROM queue.%1$I
                 WHERE state = 'scheduled' AND run_at <= $2
-                ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))$q$, q, seq)
-    USING batch, t;
-    GET DIAGNOSTICS promoted = ROW_COUNT;
+                ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))
+         RETURNING j.id)
+        SELECT count(*), EXISTS (SELECT 1 FROM queue.%1$I
+                                  WHERE state = 'scheduled' AND run_at <= $2
+                                    AND id NOT IN (SELECT id FROM u))
+          FROM u$q$, q, seq)
+    INTO promoted, left_due USING batch, t;
     PERFORM queue._count(r.qno, 'scheduled', 'ready', promoted);
 
     deleted := 0;
@@ -1397,7 +1408,7 @@ BEGIN
         INTO next_due USING next_due;
     END IF;
 
-    IF expired + promoted > 0 THEN
+    IF expired + promoted > 0 OR left_due THEN
         PERFORM queue._reset_cursor(r.qno);
     END IF;
 END

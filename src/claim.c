@@ -81,6 +81,17 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	promoted = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+
+	/*
+	 * FOR UPDATE locks the latest version of a row that another promotion
+	 * made ready after our snapshot, and then passes over it: the job is
+	 * ready, and locked by us until we end.  Claims pass over it meanwhile,
+	 * as one being claimed, and would find it only at the cursor's next
+	 * recheck, up to a second later.  Our snapshot still shows such a job
+	 * as due and scheduled.
+	 */
+	if (DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull)))
+		QueueXactUnskipAtEnd(q->qno);
 	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY, promoted);
 	if (promoted == 0)
 		return;

@@ -489,24 +489,27 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			 * (a cancel that rolls back, a user's FOR UPDATE): someone must
 			 * look again, at $3 (a naptime on).  NOT IN (SELECT ...) is
 			 * hashed, where <> ALL (ARRAY(...)) would compare every due
-			 * entry with every job we took.
+			 * entry with every job we took.  Whether one was left is the
+			 * fifth column too (see promote_due).
 			 */
 			appendStringInfo(&buf,
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
 							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
 							 " WHERE state = 'scheduled' AND run_at <= $1"
 							 " ORDER BY run_at LIMIT %d FOR UPDATE SKIP LOCKED))"
-							 " RETURNING id, priority, rank)"
+							 " RETURNING id, priority, rank),"
+							 " l AS (SELECT EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $1 AND id NOT IN (SELECT id FROM u)) AS left_due)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
 							 "CASE WHEN count(*) = %d THEN $1 + interval '1 microsecond'"
-							 " WHEN EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled' AND run_at <= $1"
-							 " AND id NOT IN (SELECT id FROM u)) THEN $3 END,"
+							 " WHEN (SELECT left_due FROM l) THEN $3 END,"
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
-							 " ORDER BY lease_until LIMIT 1), $2) END FROM u",
-							 t, s, t, PROMOTE_BATCH, PROMOTE_BATCH, t, t, t);
+							 " ORDER BY lease_until LIMIT 1), $2) END,"
+							 " (SELECT left_due FROM l) FROM u",
+							 t, s, t, PROMOTE_BATCH, t, PROMOTE_BATCH, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;

@@ -228,6 +228,19 @@ key_before(int32 p1, int64 r1, int32 p2, int64 r2)
 	return p1 > p2 || (p1 == p2 && r1 < r2);
 }
 
+/* The cursor goes back to the first job claims passed over; e is locked. */
+static void
+cursor_to_skipped(QueueShared *e)
+{
+	if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
+	{
+		e->cursor_prio = e->skip_prio;
+		e->cursor_rank = e->skip_rank;
+	}
+	e->skip_valid = false;
+	e->gen++;
+}
+
 /*
  * Where a claim starting at now begins its scan: the cursor, or past the
  * jobs claims in flight have reserved (the hint).  Also returns the
@@ -248,15 +261,7 @@ QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen
 		return false;
 	SpinLockAcquire(&e->mutex);
 	if (e->skip_valid && now - e->skip_at >= SKIP_RECHECK_MS * INT64CONST(1000))
-	{
-		if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
-		{
-			e->cursor_prio = e->skip_prio;
-			e->cursor_rank = e->skip_rank;
-		}
-		e->skip_valid = false;
-		e->gen++;
-	}
+		cursor_to_skipped(e);
 	valid = e->cursor_valid;
 	*prio = e->cursor_prio;
 	*rank = e->cursor_rank;
@@ -364,6 +369,25 @@ QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
 		e->skip_prio = prio;
 		e->skip_rank = rank;
 	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * A transaction that may have locked ready jobs it did not mean to ends
+ * (see promote_due): the jobs claims passed over meanwhile are theirs
+ * again now, not after SKIP_RECHECK_MS.
+ */
+void
+QueueCursorUnskip(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->skip_valid)
+		cursor_to_skipped(e);
 	SpinLockRelease(&e->mutex);
 	queue_shared_release();
 }

@@ -38,6 +38,7 @@ typedef struct PendingQueue
 	int32		claim_prio;
 	int64		claim_rank;
 	bool		reset;			/* reset the cursor at end, either way */
+	bool		unskip;			/* QueueCursorUnskip at end, either way */
 	bool		forget;			/* drop the shared state at commit */
 	TimestampTz scheduled_at;	/* earliest job or lease due, or 0 */
 	bool		jobs_due;		/* a job (not a lease) falls due then */
@@ -123,6 +124,17 @@ QueueXactResetAtEnd(int32 qno, bool forget)
 	p = pending_entry(qno);
 	p->reset = true;
 	p->forget |= forget;
+}
+
+/*
+ * The transaction may hold locks on ready jobs of queue qno that claims
+ * pass over: when it ends, they need not wait for the cursor's recheck.
+ */
+void
+QueueXactUnskipAtEnd(int32 qno)
+{
+	if (QueueShmemActive())
+		pending_entry(qno)->unskip = true;
 }
 
 /* What this transaction changed in the counts of queue qno, so far. */
@@ -282,6 +294,8 @@ QueueXactScanStart(int32 qno, int32 *prio, int64 *rank)
 static void
 apply_abort(PendingQueue *p)
 {
+	if (p->unskip)
+		QueueCursorUnskip(p->qno);
 	if (p->reset)
 		QueueCursorReset(p->qno);
 	else if (p->claimed)
@@ -332,6 +346,8 @@ apply_commit(PendingQueue *p)
 		QueueSharedForget(p->qno);
 		return;
 	}
+	if (p->unskip)
+		QueueCursorUnskip(p->qno);
 	if (p->reset)
 	{
 		QueueCursorReset(p->qno);
