@@ -148,7 +148,8 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_invalidate'
 LANGUAGE C VOLATILE STRICT;
 
-CREATE FUNCTION queue._reset_cursor(qno int, forget boolean DEFAULT false)
+CREATE FUNCTION queue._reset_cursor(qno int, forget boolean DEFAULT false,
+    keep_due boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_reset_cursor'
 LANGUAGE C VOLATILE STRICT;
@@ -1408,8 +1409,13 @@ BEGIN
         INTO next_due USING next_due;
     END IF;
 
+    -- The due time stays: ours is what the worker stores, and what we did
+    -- only makes the true one later.  Forgotten, the queue was due again
+    -- at once after every promotion of ours; under a stream of jobs due
+    -- a millisecond apart, that kept the worker promoting them one pass
+    -- at a time (half a CPU) and its waiting claims asleep.
     IF expired + promoted > 0 OR left_due THEN
-        PERFORM queue._reset_cursor(r.qno);
+        PERFORM queue._reset_cursor(r.qno, keep_due => true);
     END IF;
 END
 $$;

@@ -337,12 +337,14 @@ queue_table_missing(int32 qno)
 }
 
 /*
- * queue._reset_cursor(qno, forget): the calling transaction may make jobs ready
- * anywhere in the claim order, or holds locks on ready jobs that a claim
- * skips over; when it ends, either way, claims start again from the front.
- * forget (queue.drop) removes the queue's shared state at commit: for a
- * queue whose table is gone, whoever may delete its queue_config row may
- * do that, so that such a queue can still be dropped.
+ * queue._reset_cursor(qno, forget, keep_due): the calling transaction may
+ * make jobs ready anywhere in the claim order, or holds locks on ready jobs
+ * that a claim skips over; when it ends, either way, claims start again
+ * from the front.  Its commit also forgets when the queue falls due next,
+ * unless keep_due: the caller may have scheduled jobs earlier.  forget
+ * (queue.drop) removes the queue's shared state at commit: for a queue
+ * whose table is gone, whoever may delete its queue_config row may do
+ * that, so that such a queue can still be dropped.
  */
 PG_FUNCTION_INFO_V1(queue_reset_cursor);
 Datum
@@ -350,12 +352,13 @@ queue_reset_cursor(PG_FUNCTION_ARGS)
 {
 	int32		qno = PG_GETARG_INT32(0);
 	bool		forget = PG_GETARG_BOOL(1);
+	bool		keep_due = PG_GETARG_BOOL(2);
 
 	if (forget && queue_table_missing(qno))
 		QueueCheckConfigPrivilege(ACL_DELETE);
 	else
 		queue_check_writer(qno);
-	QueueXactResetAtEnd(qno, forget);
+	QueueXactResetAtEnd(qno, forget, keep_due);
 	PG_RETURN_VOID();
 }
 

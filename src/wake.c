@@ -41,6 +41,7 @@ typedef struct QueueWaitSlot
 	ConditionVariable cv;
 	pg_atomic_uint64 gen;
 	pg_atomic_uint32 waiters;	/* claims waiting on the slot's queues */
+	pg_atomic_uint64 left_at;	/* when one of them last returned */
 } QueueWaitSlot;
 
 typedef struct QueueWakeShared
@@ -79,6 +80,7 @@ QueueWakeShmemInit(void)
 			ConditionVariableInit(&wake->waits[i].cv);
 			pg_atomic_init_u64(&wake->waits[i].gen, 0);
 			pg_atomic_init_u32(&wake->waits[i].waiters, 0);
+			pg_atomic_init_u64(&wake->waits[i].left_at, 0);
 		}
 	}
 }
@@ -274,15 +276,29 @@ QueueWaitAtEnd(int nest)
 {
 	if (my_wait == NULL || (nest > 0 && nest > my_wait_nest))
 		return;
+	pg_atomic_write_u64(&my_wait->left_at, (uint64) GetCurrentTimestamp());
 	pg_atomic_fetch_sub_u32(&my_wait->waiters, 1);
 	my_wait = NULL;
 }
 
-/* Whether claims may be waiting on queue qno (or one sharing its slot). */
+/*
+ * Whether claims may be waiting on queue qno (or one sharing its slot), or
+ * one returned at or after since.  A consumer that takes one job at a time
+ * spends part of each job outside its claim (completing it, say): counted
+ * only while inside, a pair of them taking jobs due a millisecond apart
+ * was often nowhere, and the worker promoted in their stead (see
+ * run_upkeep).
+ */
 bool
-QueueWaitersPresent(int32 qno)
+QueueWaitersPresent(int32 qno, TimestampTz since)
 {
-	return wake != NULL && pg_atomic_read_u32(&wait_slot(qno)->waiters) > 0;
+	QueueWaitSlot *w;
+
+	if (wake == NULL)
+		return false;
+	w = wait_slot(qno);
+	return pg_atomic_read_u32(&w->waiters) > 0 ||
+		(TimestampTz) pg_atomic_read_u64(&w->left_at) >= since;
 }
 
 uint64

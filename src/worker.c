@@ -663,7 +663,8 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
 			(orphans && due != DT_NOEND);
 		if (!orphans && due != 0 && due != DT_NOEND &&
-			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) && QueueWaitersPresent(qnos[i]))
+			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) &&
+			QueueWaitersPresent(qnos[i], now_ts - WAITERS_GRACE_MS * INT64CONST(1000)))
 		{
 			due += WAITERS_GRACE_MS * INT64CONST(1000);
 			due_now = false;

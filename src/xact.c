@@ -38,6 +38,7 @@ typedef struct PendingQueue
 	int32		claim_prio;
 	int64		claim_rank;
 	bool		reset;			/* reset the cursor at end, either way */
+	bool		reset_due;		/* and forget the due time at commit */
 	bool		unskip;			/* QueueCursorUnskip at end, either way */
 	bool		forget;			/* drop the shared state at commit */
 	TimestampTz scheduled_at;	/* earliest job or lease due, or 0 */
@@ -115,7 +116,7 @@ QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took)
 }
 
 void
-QueueXactResetAtEnd(int32 qno, bool forget)
+QueueXactResetAtEnd(int32 qno, bool forget, bool keep_due)
 {
 	PendingQueue *p;
 
@@ -123,6 +124,7 @@ QueueXactResetAtEnd(int32 qno, bool forget)
 		return;
 	p = pending_entry(qno);
 	p->reset = true;
+	p->reset_due |= !keep_due;
 	p->forget |= forget;
 }
 
@@ -352,8 +354,11 @@ apply_commit(PendingQueue *p)
 	{
 		QueueCursorReset(p->qno);
 		QueueSignalReady(p->qno);
-		QueueDueLower(p->qno, 0);
-		QueueSignalScheduled(GetCurrentTimestamp());
+		if (p->reset_due)
+		{
+			QueueDueLower(p->qno, 0);
+			QueueSignalScheduled(GetCurrentTimestamp());
+		}
 	}
 	else if (p->made_ready)
 	{
