@@ -10,8 +10,8 @@
 # 54422) with the benchmark's settings, stores JOBS jobs due evenly over
 # SECONDS, and runs CONSUMERS pgbench clients that each claim up to 10 with
 # `wait => '1 s'`, spend WORK_MS on them (\sleep) and complete them.  Prints
-# the CPU time of the queue's background worker and of the whole machine
-# while they run, and the lateness of the jobs (claimed_at - run_at, from
+# the CPU time of the queue's background worker and of all the server's
+# processes while they run, and the lateness of the jobs (claimed_at - run_at, from
 # queue.archive) at p50 / p99 / max.  The bench's scheduled workload has
 # consumers that do no work between claims: then they are nearly always
 # waiting, and the worker's share of the promotions never shows.
@@ -28,8 +28,8 @@ DIR=${BENCH_DIR:-/tmp/queue_due}
 PORT=${BENCH_PORT:-54422}
 source "$ROOT/test/lib.sh"
 PGBIN=$WANT_PGBIN
-trap 'queue_cluster_stop "$DIR"; rm -rf "$TMP"' EXIT
 TMP=$(mktemp -d)
+trap 'queue_cluster_stop "$DIR"; rm -rf "$TMP"' EXIT
 queue_cluster_start "$DIR" "$PORT" "fsync = on" "shared_buffers = 1GB" "max_wal_size = 8GB" \
 	"checkpoint_timeout = 30min"
 export PGDATABASE=postgres
@@ -46,8 +46,17 @@ SELECT coalesce(array_agg(id), '{}') AS ids FROM queue.claim('due', 10, wait => 
 SELECT queue.complete(:ids::bigint[]);
 SQL
 
-worker=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'queue worker' AND datname = current_database()")
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# /proc/<pid>/stat after the command name: ppid is field 2, utime, stime,
+# cutime and cstime 12 to 15
+stat_of() { sed 's/^.*) //' "/proc/$1/stat"; }
+worker=""
+for _ in $(seq 50); do
+	worker=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'queue worker' AND datname = current_database()")
+	[ -n "$worker" ] && break
+	sleep 0.1
+done
+[ -n "$worker" ] || { echo "queue's background worker did not start in this database" >&2; exit 1; }
+ticks() { stat_of "$1" | awk '{print $12 + $13}'; }
 # the server's processes: the postmaster's own and reaped children's, and
 # its live children's (as bench.py's server_cpu; /proc/stat's totals
 # jumped around on this VM)
@@ -55,9 +64,9 @@ server() {
 	local pm
 	pm=$(head -1 "$DIR/data/postmaster.pid")
 	{
-		awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
-		for f in /proc/[0-9]*/stat; do
-			awk -v pm="$pm" '$4 == pm {print $14 + $15}' "$f" 2>/dev/null || true
+		stat_of "$pm" | awk '{print $12 + $13 + $14 + $15}'
+		for d in /proc/[0-9]*; do
+			stat_of "${d#/proc/}" 2>/dev/null | awk -v pm="$pm" '$2 == pm {print $12 + $13}' || true
 		done
 	} | awk '{t += $1} END {print t}'
 }

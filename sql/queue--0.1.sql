@@ -154,6 +154,11 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_reset_cursor'
 LANGUAGE C VOLATILE STRICT;
 
+CREATE FUNCTION queue._unskip_cursor(qno int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'queue_unskip_cursor'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE FUNCTION queue._lock_group(qno int, group_key text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_lock_group'
@@ -1362,7 +1367,7 @@ BEGIN
     -- promotion made ready after our snapshot, and passes over it: claims
     -- then pass over it too, as one being claimed, until we end.  Our
     -- snapshot still shows it as due and scheduled (left_due), and the
-    -- cursor must go back for it when we end (src/claim.c, promote_due).
+    -- cursor must go back to it when we end (src/claim.c, promote_due).
     EXECUTE format($q$
         WITH u AS (
         UPDATE queue.%1$I j
@@ -1409,13 +1414,17 @@ BEGIN
         INTO next_due USING next_due;
     END IF;
 
-    -- The due time stays: ours is what the worker stores, and what we did
-    -- only makes the true one later.  Forgotten, the queue was due again
-    -- at once after every promotion of ours; under a stream of jobs due
-    -- a millisecond apart, that kept the worker promoting them one pass
-    -- at a time (half a CPU) and its waiting claims asleep.
-    IF expired + promoted > 0 OR left_due THEN
+    -- The due time stays: what we did only makes the true one later, and
+    -- the worker stores the one we found (a caller of queue.tick() leaves
+    -- the earlier one, which the worker looks at anyway).  Forgotten, the
+    -- queue was due again at once after every promotion of ours; under a
+    -- stream of jobs due a millisecond apart, that kept the worker
+    -- promoting them one pass at a time (half a CPU) and its waiting
+    -- claims asleep.
+    IF expired + promoted > 0 THEN
         PERFORM queue._reset_cursor(r.qno, keep_due => true);
+    ELSIF left_due THEN
+        PERFORM queue._unskip_cursor(r.qno);
     END IF;
 END
 $$;

@@ -272,6 +272,7 @@ SET ROLE regress_queue_nobody;
 SELECT queue._count(:sec_qno, 'ready', 'dead', 1000);
 SELECT queue._set_counts(:sec_qno, 0, 5, 6, 7, 8, 9);
 SELECT queue._reset_cursor(:sec_qno, true);
+SELECT queue._unskip_cursor(:sec_qno);
 SELECT queue._new_queue(:sec_qno);
 SELECT queue._recount(:sec_qno);
 SELECT queue._lock_group(:sec_qno, 'g');
@@ -289,6 +290,7 @@ SELECT queue.resume('sec_q');
 SET ROLE regress_queue_nobody;
 -- nor for queues that do not exist (their shared state would be made)
 SELECT queue._reset_cursor(999999);
+SELECT queue._unskip_cursor(999999);
 SELECT queue._count(0, 'ready', 'dead', 1);
 SELECT queue._lock_group(-1, 'g');
 RESET ROLE;

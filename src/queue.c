@@ -352,13 +352,31 @@ queue_reset_cursor(PG_FUNCTION_ARGS)
 {
 	int32		qno = PG_GETARG_INT32(0);
 	bool		forget = PG_GETARG_BOOL(1);
-	bool		keep_due = PG_GETARG_BOOL(2);
+	/* (a database whose extension script predates the argument) */
+	bool		keep_due = PG_NARGS() > 2 && PG_GETARG_BOOL(2);
 
 	if (forget && queue_table_missing(qno))
 		QueueCheckConfigPrivilege(ACL_DELETE);
 	else
 		queue_check_writer(qno);
 	QueueXactResetAtEnd(qno, forget, keep_due);
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._unskip_cursor(qno): the calling transaction may hold locks on
+ * ready jobs that claims pass over (see promote_due in claim.c); when it
+ * ends, either way, the cursor goes back to the first of them
+ * (QueueCursorUnskip), where a reset would send claims to the front.
+ */
+PG_FUNCTION_INFO_V1(queue_unskip_cursor);
+Datum
+queue_unskip_cursor(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+
+	queue_check_writer(qno);
+	QueueXactUnskipAtEnd(qno);
 	PG_RETURN_VOID();
 }
 
