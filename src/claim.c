@@ -256,7 +256,15 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
 	}
 
-	if (QueuePromoteDue(q->qno, now_ts))
+	/*
+	 * Inside a transaction block the jobs we promote stay ours, locked and
+	 * out of everyone else's sight, until the block ends: a consumer that
+	 * claims one job and works on it for a minute hid every job that fell
+	 * due with it (up to PROMOTE_BATCH) from the other consumers for that
+	 * minute.  There the worker promotes them, in a transaction of its own
+	 * that commits at once; without shared memory there is no worker.
+	 */
+	if ((!IsTransactionBlock() || !QueueShmemActive()) && QueuePromoteDue(q->qno, now_ts))
 		promote_due(q, now_ts);
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
@@ -423,7 +431,9 @@ queue_claim(PG_FUNCTION_ARGS)
 	{
 		deadline = GetCurrentTimestamp() + wait_ms * INT64CONST(1000);
 		unpin = sleep_needs_no_snapshot(fcinfo);
-		QueueWaitBegin(q->qno);
+		/* the worker leaves due jobs to waiters, but not to these */
+		if (!IsTransactionBlock())
+			QueueWaitBegin(q->qno);
 	}
 
 	for (;;)
