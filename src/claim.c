@@ -41,14 +41,14 @@ typedef struct ClaimSpan
 } ClaimSpan;
 
 /*
- * Make scheduled jobs that came due ready, in this transaction, and learn
- * when the queue falls due next (see QueueXactNextDue).
+ * Make up to limit scheduled jobs that came due ready, in this transaction,
+ * and learn when the queue falls due next (see QueueXactNextDue).
  */
 static void
-promote_due(QueueInfo *q, TimestampTz now_ts)
+promote_due(QueueInfo *q, TimestampTz now_ts, int limit)
 {
-	Datum		args[3];
-	char		nulls[3] = "   ";
+	Datum		args[4];
+	char		nulls[4] = "    ";
 	bool		isnull;
 	HeapTuple	tup;
 	TupleDesc	desc;
@@ -76,6 +76,7 @@ promote_due(QueueInfo *q, TimestampTz now_ts)
 	 * the worker's look, due then, caps its own due time the same way.)
 	 */
 	args[2] = TimestampTzGetDatum(now_ts + queue_worker_naptime * INT64CONST(1000));
+	args[3] = Int32GetDatum(limit);
 	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), args, nulls, false, 1),
 					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
 	tup = SPI_tuptable->vals[0];
@@ -225,11 +226,12 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want, QueueLeaseClai
 }
 
 /*
- * One claim attempt: promote due scheduled jobs, then take up to max_jobs
- * ready ones starting at the cursor.
+ * One claim attempt: promote up to promote due scheduled jobs, then take up
+ * to max_jobs ready ones starting at the cursor.
  */
 static void
-claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span)
+claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span,
+		   int promote)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
 	Datum		args[7];
@@ -256,16 +258,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
 	}
 
-	/*
-	 * Inside a transaction block the jobs we promote stay ours, locked and
-	 * out of everyone else's sight, until the block ends: a consumer that
-	 * claims one job and works on it for a minute hid every job that fell
-	 * due with it (up to PROMOTE_BATCH) from the other consumers for that
-	 * minute.  There the worker promotes them, in a transaction of its own
-	 * that commits at once; without shared memory there is no worker.
-	 */
-	if ((!IsTransactionBlock() || !QueueShmemActive()) && QueuePromoteDue(q->qno, now_ts))
-		promote_due(q, now_ts);
+	if (promote > 0 && QueuePromoteDue(q->qno, now_ts))
+		promote_due(q, now_ts, promote);
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
 	QueueOwnerPublish();
@@ -446,7 +440,25 @@ queue_claim(PG_FUNCTION_ARGS)
 		if (wait_ms > 0)
 			wake_gen = QueueWaitPrepare(q->qno);
 		if (!q->paused)
-			claim_once(q, lease, max_jobs, rsinfo, &span);
+		{
+			/*
+			 * Inside a transaction block the jobs we promote stay ours,
+			 * locked and out of everyone else's sight, until the block
+			 * ends: a consumer that claimed one job and worked on it for a
+			 * minute hid every job that fell due with it (up to
+			 * PROMOTE_BATCH) from the other consumers for that minute.
+			 * There we promote only when nothing is ready, and only as
+			 * many as we take (the worker promotes the rest, and commits
+			 * at once), unless max_running makes a second attempt hold
+			 * slots it does not use.  Without shared memory there is no
+			 * worker, and claims promote as everywhere.
+			 */
+			bool		in_block = IsTransactionBlock() && QueueShmemActive();
+
+			claim_once(q, lease, max_jobs, rsinfo, &span, in_block ? 0 : PROMOTE_BATCH);
+			if (in_block && span.count == 0 && q->max_running == 0)
+				claim_once(q, lease, max_jobs, rsinfo, &span, max_jobs);
+		}
 		else
 			check_may_claim(q);
 		if (span.count > 0 || wait_ms == 0)

@@ -36,9 +36,6 @@
 
 #include "queue.h"
 
-/* Most scheduled jobs one claim promotes (PLAN_PROMOTE). */
-#define PROMOTE_BATCH 1000
-
 static HTAB *queue_by_qno = NULL;
 static MemoryContext queue_cache_cxt = NULL;
 static bool queue_cache_stale = false;
@@ -483,7 +480,7 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			 * then and still scheduled is ours (our snapshot shows it as it
 			 * was) or another promotion's in flight, which makes it ready
 			 * when it commits and brings the due time back if it aborts
-			 * (xact.c).  Only if we stopped at PROMOTE_BATCH are more due
+			 * (xact.c).  Only if we stopped at $4 jobs are more due
 			 * at once.  Otherwise, if one we did not take is left, it may
 			 * instead be locked by something that will not make it ready
 			 * (a cancel that rolls back, a user's FOR UPDATE): someone must
@@ -496,20 +493,20 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 "WITH u AS (UPDATE %s SET state = 'ready', rank = nextval(%s)"
 							 " WHERE id = ANY (ARRAY(SELECT id FROM %s"
 							 " WHERE state = 'scheduled' AND run_at <= $1"
-							 " ORDER BY run_at LIMIT %d FOR UPDATE SKIP LOCKED))"
+							 " ORDER BY run_at LIMIT $4 FOR UPDATE SKIP LOCKED))"
 							 " RETURNING id, priority, rank),"
 							 " l AS (SELECT EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
 							 " AND run_at <= $1 AND id NOT IN (SELECT id FROM u)) AS left_due)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
-							 "CASE WHEN count(*) = %d THEN $1 + interval '1 microsecond'"
+							 "CASE WHEN count(*) = $4 THEN $1 + interval '1 microsecond'"
 							 " WHEN (SELECT left_due FROM l) THEN $3 END,"
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled'"
 							 " AND run_at > $1 ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
 							 " ORDER BY lease_until LIMIT 1), $2) END,"
 							 " (SELECT left_due FROM l) FROM u",
-							 t, s, t, PROMOTE_BATCH, t, PROMOTE_BATCH, t, t);
+							 t, s, t, t, t, t);
 			break;
 		case PLAN_LEASE_FRONT:
 			lease_in_place = true;
@@ -709,7 +706,8 @@ plan_args(QueuePlanId which, Oid *types)
 			types[0] = TIMESTAMPTZOID;
 			types[1] = TIMESTAMPTZOID;
 			types[2] = TIMESTAMPTZOID;
-			return 3;
+			types[3] = INT4OID;
+			return 4;
 		case PLAN_CLAIM_FRONT:
 		case PLAN_LEASE_FRONT:
 			src = claim, n = 5;

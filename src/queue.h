@@ -34,6 +34,9 @@ typedef enum QueueState
 	QS_NSTATES
 } QueueState;
 
+/* Most scheduled jobs one claim promotes (PLAN_PROMOTE's $4). */
+#define PROMOTE_BATCH 1000
+
 /* Saved plans of one queue, made on first use by each backend. */
 typedef enum QueuePlanId
 {
