@@ -42,9 +42,10 @@ typedef struct ClaimSpan
 
 /*
  * Make up to limit scheduled jobs that came due ready, in this transaction,
- * and learn when the queue falls due next (see QueueXactNextDue).
+ * and learn when the queue falls due next (see QueueXactNextDue).  Returns
+ * how many it made ready.
  */
-static void
+static int64
 promote_due(QueueInfo *q, TimestampTz now_ts, int limit)
 {
 	Datum		args[4];
@@ -56,7 +57,6 @@ promote_due(QueueInfo *q, TimestampTz now_ts, int limit)
 	TimestampTz known;
 	TimestampTz batch_due;
 	uint64		gen;
-	Datum		next;
 
 	/* gen must be read before the statement takes its snapshot */
 	(void) QueueDueGet(q->qno, &known, &gen);
@@ -95,15 +95,18 @@ promote_due(QueueInfo *q, TimestampTz now_ts, int limit)
 		QueueXactUnskipAtEnd(q->qno);
 	QueueXactCount(q->qno, QS_SCHEDULED, QS_READY, promoted);
 	if (promoted == 0)
-		return;
+		return 0;
 	QueueXactMadeReady(q->qno,
 					   DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull)),
 					   DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)));
 	/* A transaction snapshot may predate gen. */
-	if (IsolationUsesXactSnapshot())
-		return;
-	next = SPI_getbinval(tup, desc, 4, &isnull);
-	QueueXactNextDue(q->qno, now_ts, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
+	if (!IsolationUsesXactSnapshot())
+	{
+		Datum		next = SPI_getbinval(tup, desc, 4, &isnull);
+
+		QueueXactNextDue(q->qno, now_ts, isnull ? DT_NOEND : DatumGetTimestampTz(next), gen);
+	}
+	return promoted;
 }
 
 /* Where run_claim() puts the jobs it took. */
@@ -226,12 +229,12 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want, QueueLeaseClai
 }
 
 /*
- * One claim attempt: promote up to promote due scheduled jobs, then take up
+ * One claim attempt: promote due scheduled jobs (if promote), then take up
  * to max_jobs ready ones starting at the cursor.
  */
 static void
 claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span,
-		   int promote)
+		   bool promote)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
 	Datum		args[7];
@@ -258,8 +261,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
 	}
 
-	if (promote > 0 && QueuePromoteDue(q->qno, now_ts))
-		promote_due(q, now_ts, promote);
+	if (promote && QueuePromoteDue(q->qno, now_ts))
+		(void) promote_due(q, now_ts, PROMOTE_BATCH);
 
 	args[0] = IntervalPGetDatum(lease != NULL ? lease : &q->lease);
 	QueueOwnerPublish();
@@ -455,9 +458,13 @@ queue_claim(PG_FUNCTION_ARGS)
 			 */
 			bool		in_block = IsTransactionBlock() && QueueShmemActive();
 
-			claim_once(q, lease, max_jobs, rsinfo, &span, in_block ? 0 : PROMOTE_BATCH);
+			claim_once(q, lease, max_jobs, rsinfo, &span, !in_block);
 			if (in_block && span.count == 0 && q->max_running == 0)
-				claim_once(q, lease, max_jobs, rsinfo, &span, max_jobs);
+			{
+				now_ts = GetCurrentTimestamp();
+				if (QueuePromoteDue(q->qno, now_ts) && promote_due(q, now_ts, max_jobs) > 0)
+					claim_once(q, lease, max_jobs, rsinfo, &span, false);
+			}
 		}
 		else
 			check_may_claim(q);
