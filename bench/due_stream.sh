@@ -23,18 +23,10 @@ CONSUMERS=${3:-2}
 WORK_MS=${4:-2}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-WANT_PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 DIR=${BENCH_DIR:-/tmp/queue_due}
 PORT=${BENCH_PORT:-54422}
-source "$ROOT/test/lib.sh"
-PGBIN=$WANT_PGBIN
-TMP=$(mktemp -d)
-trap 'queue_cluster_stop "$DIR"; rm -rf "$TMP"' EXIT
-queue_cluster_start "$DIR" "$PORT" "fsync = on" "shared_buffers = 1GB" "max_wal_size = 8GB" \
-	"checkpoint_timeout = 30min"
-export PGDATABASE=postgres
-q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-q -c "CREATE EXTENSION queue" -c "SELECT queue.create('due')" >/dev/null
+source "$HERE/tools.sh"
+q -c "SELECT queue.create('due')" >/dev/null
 
 # the first due a few seconds after the consumers start, as in run.sh
 q -c "SELECT count(*) FROM generate_series(1, $N) i,
@@ -46,30 +38,7 @@ SELECT coalesce(array_agg(id), '{}') AS ids FROM queue.claim('due', 10, wait => 
 SELECT queue.complete(:ids::bigint[]);
 SQL
 
-# /proc/<pid>/stat after the command name: ppid is field 2, utime, stime,
-# cutime and cstime 12 to 15
-stat_of() { sed 's/^.*) //' "/proc/$1/stat"; }
-worker=""
-for _ in $(seq 50); do
-	worker=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'queue worker' AND datname = current_database()")
-	[ -n "$worker" ] && break
-	sleep 0.1
-done
-[ -n "$worker" ] || { echo "queue's background worker did not start in this database" >&2; exit 1; }
-ticks() { stat_of "$1" | awk '{print $12 + $13}'; }
-# the server's processes: the postmaster's own and reaped children's, and
-# its live children's (as bench.py's server_cpu; /proc/stat's totals
-# jumped around on this VM)
-server() {
-	local pm
-	pm=$(head -1 "$DIR/data/postmaster.pid")
-	{
-		stat_of "$pm" | awk '{print $12 + $13 + $14 + $15}'
-		for d in /proc/[0-9]*; do
-			stat_of "${d#/proc/}" 2>/dev/null | awk -v pm="$pm" '$2 == pm {print $12 + $13}' || true
-		done
-	} | awk '{t += $1} END {print t}'
-}
+worker=$(worker_pid)
 w0=$(ticks "$worker")
 m0=$(server)
 "$PGBIN/pgbench" -n -M prepared -c "$CONSUMERS" -j "$CONSUMERS" -T $((SPAN + 4)) -f "$TMP/consume.sql" >"$TMP/out" 2>&1 ||
