@@ -98,7 +98,7 @@ promote_due(QueueInfo *q, TimestampTz now_ts, int limit)
 		return 0;
 	QueueXactMadeReady(q->qno,
 					   DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull)),
-					   DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)));
+					   DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)), promoted);
 	/* A transaction snapshot may predate gen. */
 	if (!IsolationUsesXactSnapshot())
 	{

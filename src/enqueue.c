@@ -199,7 +199,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 	if (state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
 	else if (state[0] == 'r')
-		QueueXactMadeReady(q->qno, priority, seq);
+		QueueXactMadeReady(q->qno, priority, seq, 1);
 	QueueSpiEnd();
 	PG_RETURN_INT64(id);
 }
@@ -306,7 +306,7 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 	if (first_state[0] == 's')
 		QueueXactScheduled(q->qno, run_at);
 	else if (first_state[0] == 'r')
-		QueueXactMadeReady(q->qno, priority, first_seq);
+		QueueXactMadeReady(q->qno, priority, first_seq, group_key ? 1 : n);
 	QueueSpiEnd();
 
 	for (int i = 0; i < n; i++)

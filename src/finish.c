@@ -400,7 +400,7 @@ queue_fail(PG_FUNCTION_ARGS)
 	if (strcmp(state, "scheduled") == 0)
 		QueueXactScheduled(q->qno, run_at);
 	else if (strcmp(state, "ready") == 0)
-		QueueXactMadeReady(q->qno, prio, rank);
+		QueueXactMadeReady(q->qno, prio, rank, 1);
 	QueueXactFinished(q->qno, 0, 1);
 	QueueXactCount(q->qno, QS_RUNNING, QueueStateFromName(state), 1);
 	QueueSpiEnd();
@@ -502,7 +502,7 @@ queue_release(PG_FUNCTION_ARGS)
 	else
 		QueueXactMadeReady(q->qno,
 						   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)), 1);
 	QueueSlotsFree(q, &args[0], 1);
 	QueueSpiEnd();
 	PG_RETURN_BOOL(true);

@@ -169,7 +169,7 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 			else
 				QueueXactMadeReady(q->qno,
 								   DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)),
-								   DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)));
+								   DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)), 1);
 		}
 	}
 }

@@ -289,7 +289,7 @@ extern Size QueueWakeShmemSize(void);
 extern void QueueWakeShmemInit(void);
 extern bool QueueWakeActive(void);
 extern void QueueRegisterDatabase(Oid dboid);
-extern void QueueSignalReady(int32 qno);
+extern void QueueSignalReady(int32 qno, int64 n);
 extern void QueueSignalWaiters(int32 qno);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
@@ -336,7 +336,7 @@ extern void QueueFlushClaimEnd(bool held);
 
 /* xact.c: what a transaction must tell shared memory when it ends */
 extern void QueueXactInit(void);
-extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank);
+extern void QueueXactMadeReady(int32 qno, int32 prio, int64 rank, int64 n);
 extern void QueueXactClaimed(int32 qno, int32 prio, int64 rank, bool took);
 extern void QueueXactResetAtEnd(int32 qno, bool forget, bool keep_due);
 extern void QueueXactUnskipAtEnd(int32 qno);

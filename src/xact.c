@@ -31,6 +31,7 @@ typedef struct PendingQueue
 	int32		qno;
 	int			nest;			/* subtransaction level that recorded it */
 	bool		made_ready;		/* lower the cursor at commit ... */
+	int64		ready_n;		/* ... for this many jobs */
 	int32		ready_prio;
 	int64		ready_rank;
 	bool		claimed;		/* ... or at abort */
@@ -80,14 +81,16 @@ pending_entry(int32 qno)
 	return p;
 }
 
+/* n jobs became ready, the first in queue order at (prio, rank). */
 void
-QueueXactMadeReady(int32 qno, int32 prio, int64 rank)
+QueueXactMadeReady(int32 qno, int32 prio, int64 rank, int64 n)
 {
 	PendingQueue *p;
 
 	if (!QueueShmemActive())
 		return;
 	p = pending_entry(qno);
+	p->ready_n += n;
 	if (!p->made_ready || prio > p->ready_prio ||
 		(prio == p->ready_prio && rank < p->ready_rank))
 	{
@@ -310,7 +313,7 @@ apply_abort(PendingQueue *p)
 	}
 	/* the jobs it took are ready again, or due: wake whoever waits for them */
 	if (p->took || p->reset)
-		QueueSignalReady(p->qno);
+		QueueSignalReady(p->qno, 0);
 	else if (p->promoted_at != 0)
 		QueueSignalWaiters(p->qno);
 }
@@ -353,7 +356,7 @@ apply_commit(PendingQueue *p)
 	if (p->reset)
 	{
 		QueueCursorReset(p->qno);
-		QueueSignalReady(p->qno);
+		QueueSignalReady(p->qno, 0);
 		if (p->reset_due)
 		{
 			QueueDueLower(p->qno, 0);
@@ -366,7 +369,7 @@ apply_commit(PendingQueue *p)
 		if (p->next_due != 0)
 			(void) QueueDueSet(p->qno, p->next_due, p->next_due_gen);
 		QueueCursorLower(p->qno, p->ready_prio, p->ready_rank);
-		QueueSignalReady(p->qno);
+		QueueSignalReady(p->qno, p->ready_n);
 	}
 	if (p->scheduled_at != 0)
 	{
@@ -386,23 +389,9 @@ apply_commit(PendingQueue *p)
 }
 
 static void
-queue_xact_callback(XactEvent event, void *arg)
+apply_pending(XactEvent event)
 {
 	ListCell   *lc;
-
-	if (event == XACT_EVENT_COMMIT && OidIsValid(register_db))
-		QueueRegisterDatabase(register_db);
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_PREPARE)
-	{
-		register_db = InvalidOid;
-		/* a claim(wait =>) that failed */
-		QueueWaitAtEnd(0);
-	}
-
-	if (pending == NIL)
-		return;
 
 	switch (event)
 	{
@@ -442,6 +431,29 @@ queue_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * A claim(wait =>) that failed stops counting as a waiter, and hands on a
+ * wakeup it may have had (QueueWaitAtEnd): after the cursor is lowered
+ * again for what it had locked, or the claim woken would start past it.
+ */
+static void
+queue_xact_callback(XactEvent event, void *arg)
+{
+	bool		ends = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+						event == XACT_EVENT_PARALLEL_COMMIT ||
+						event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE);
+
+	if (event == XACT_EVENT_COMMIT && OidIsValid(register_db))
+		QueueRegisterDatabase(register_db);
+	if (ends)
+		register_db = InvalidOid;
+
+	if (pending != NIL)
+		apply_pending(event);
+	if (ends)
+		QueueWaitAtEnd(0);
+}
+
 static void
 queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
@@ -449,12 +461,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			nest = GetCurrentTransactionNestLevel();
 	ListCell   *lc;
 
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		QueueWaitAtEnd(nest);
-	if (pending == NIL)
-		return;
-
-	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	if (pending != NIL && event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		foreach(lc, pending)
 		{
@@ -464,7 +471,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				p->nest = nest - 1;
 		}
 	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	else if (pending != NIL && event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		foreach(lc, pending)
 		{
@@ -477,6 +484,9 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			}
 		}
 	}
+	/* (as queue_xact_callback) */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		QueueWaitAtEnd(nest);
 }
 
 void
