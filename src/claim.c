@@ -25,6 +25,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/portal.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -380,6 +381,7 @@ queue_claim(PG_FUNCTION_ARGS)
 	ClaimSpan	span = {0};
 	TimestampTz deadline = 0;
 	bool		unpin = false;
+	bool		blind = false;
 	Interval	zero = {0};
 
 	if (PG_ARGISNULL(1))
@@ -426,8 +428,13 @@ queue_claim(PG_FUNCTION_ARGS)
 	QueueFlushClaimStart();
 	if (wait_ms > 0)
 	{
+		Oid			relid = QueueTableRelid(q);
+
 		deadline = GetCurrentTimestamp() + wait_ms * INT64CONST(1000);
 		unpin = sleep_needs_no_snapshot(fcinfo);
+		/* we may be woken for a job that others would take (wake.c) */
+		blind = IsolationUsesXactSnapshot() ||
+			(OidIsValid(relid) && check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED);
 		/* the worker leaves due jobs to waiters, but not to these */
 		if (!IsTransactionBlock())
 			QueueWaitBegin(q->qno);
@@ -441,7 +448,7 @@ queue_claim(PG_FUNCTION_ARGS)
 		uint64		due_gen;
 
 		if (wait_ms > 0)
-			wake_gen = QueueWaitPrepare(q->qno);
+			wake_gen = QueueWaitPrepare(q->qno, blind);
 		if (!q->paused)
 		{
 			/*

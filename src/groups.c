@@ -284,6 +284,9 @@ QueueSlotsFree(QueueInfo *q, Datum *ids, int n)
 		Datum	   *freed = palloc(sizeof(Datum) * nfreed);
 		bool		isnull;
 
+		/* claims that found no free slot sleep until we commit */
+		QueueXactSlotsFreed(q->qno, (int64) nfreed);
+
 		for (uint64 i = 0; i < nfreed; i++)
 			freed[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
 		for (uint64 i = 0; i < nfreed; i++)

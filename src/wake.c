@@ -19,9 +19,10 @@
  * A commit that made n jobs ready wakes n + 1 waiting claims, not all of them:
  * with 32 claims waiting on a queue fed 200 jobs a second, waking them all
  * for each job doubled the server's CPU per job (docs/design.md, "Waking
- * consumers").  What makes that safe is in QueueSignalJobs and
- * QueueWaitDone.  A slot on which claims of two queues have slept wakes
- * them all, as the one woken could be waiting on the other queue.
+ * consumers").  What makes that safe is in signal_slot and the comment
+ * above QueueWaitBegin.  A slot on which claims of two queues have slept
+ * wakes them all, as the one woken could be waiting on the other queue;
+ * so does one on which a claim slept that cannot see new jobs.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,8 +53,8 @@ typedef struct QueueWaitSlot
 	pg_atomic_uint64 gen;
 	pg_atomic_uint32 waiters;	/* claims waiting on the slot's queues */
 	pg_atomic_uint64 left_at;	/* when one of them last returned */
-	pg_atomic_uint32 tag;		/* wait_tag() of the first queue slept on */
-	pg_atomic_uint32 shared;	/* claims of another queue slept here too */
+	pg_atomic_uint64 tag;		/* wait_tag() of the first queue slept on */
+	pg_atomic_uint32 shared;	/* claims that may not take its jobs slept here */
 } QueueWaitSlot;
 
 typedef struct QueueWakeShared
@@ -93,7 +94,7 @@ QueueWakeShmemInit(void)
 			pg_atomic_init_u64(&wake->waits[i].gen, 0);
 			pg_atomic_init_u32(&wake->waits[i].waiters, 0);
 			pg_atomic_init_u64(&wake->waits[i].left_at, 0);
-			pg_atomic_init_u32(&wake->waits[i].tag, 0);
+			pg_atomic_init_u64(&wake->waits[i].tag, 0);
 			pg_atomic_init_u32(&wake->waits[i].shared, 0);
 		}
 	}
@@ -194,24 +195,26 @@ wake_db(Oid dboid, bool notify, bool notify_all, bool orphans, TimestampTz at)
 		SetLatch(latch);
 }
 
-/* Which (database, queue) a claim sleeps for; never 0. */
-static uint32
+/*
+ * Which (database, queue) a claim sleeps for: exactly, since hashes of
+ * different pairs can be equal (a queue number is small, and database
+ * oids are close).  Never 0.
+ */
+static uint64
 wait_tag(int32 qno)
 {
-	uint32		h = hash_combine(MyDatabaseId, (uint32) qno);
-
-	return h != 0 ? h : 1;
+	return ((uint64) MyDatabaseId << 32) | (uint32) qno;
 }
 
 static QueueWaitSlot *
 wait_slot(int32 qno)
 {
-	return &wake->waits[wait_tag(qno) % QUEUE_WAIT_SLOTS];
+	return &wake->waits[hash_combine(MyDatabaseId, (uint32) qno) % QUEUE_WAIT_SLOTS];
 }
 
 /*
- * Wake claims waiting on queue qno for n jobs it has now; n <= 0 wakes them
- * all.  The counter moves first, so that a claim between its look at the
+ * Wake claims waiting on a slot's queue for n jobs it has now; n <= 0 wakes
+ * them all.  The counter moves first, so that a claim between its look at the
  * queue and its sleep does not sleep (QueueWaitSleep): such a claim is
  * still on the condition variable's list, and may be the one woken here.
  *
@@ -237,6 +240,14 @@ QueueSignalWaiters(int32 qno)
 {
 	if (wake != NULL)
 		signal_slot(wait_slot(qno), 0);
+}
+
+/* Wake claims waiting on queue qno for n jobs they may take now. */
+void
+QueueSignalWaitersFor(int32 qno, int64 n)
+{
+	if (wake != NULL)
+		signal_slot(wait_slot(qno), n);
 }
 
 /*
@@ -361,21 +372,28 @@ QueueWaitersPresent(int32 qno, TimestampTz since)
 		(TimestampTz) pg_atomic_read_u64(&w->left_at) >= since;
 }
 
+/*
+ * blind: this claim cannot see jobs committed while it waits (its snapshot
+ * is the transaction's, or row security may hide them from it).
+ */
 uint64
-QueueWaitPrepare(int32 qno)
+QueueWaitPrepare(int32 qno, bool blind)
 {
 	QueueWaitSlot *w = wait_slot(qno);
-	uint32		tag = wait_tag(qno);
-	uint32		seen = pg_atomic_read_u32(&w->tag);
+	uint64		tag = wait_tag(qno);
+	uint64		seen = pg_atomic_read_u64(&w->tag);
 
 	/*
-	 * Before we are on the list, where a wakeup for another queue could
-	 * reach us instead of one of its own claims: from then on its commits
-	 * wake every claim of the slot.
+	 * Before we are on the list, where a wakeup meant for a claim that can
+	 * take the job could reach us instead: from then on commits wake every
+	 * claim of the slot.  A signaller that read the flag just before we
+	 * set it may still wake us, but any claim it was meant for that slept
+	 * already is ahead of us on the list, and one that registers after its
+	 * counter moved does not sleep.
 	 */
-	if (seen == 0 && pg_atomic_compare_exchange_u32(&w->tag, &seen, tag))
+	if (seen == 0 && pg_atomic_compare_exchange_u64(&w->tag, &seen, tag))
 		seen = tag;
-	if (seen != tag && pg_atomic_read_u32(&w->shared) == 0)
+	if ((seen != tag || blind) && pg_atomic_read_u32(&w->shared) == 0)
 	{
 		pg_atomic_write_u32(&w->shared, 1);
 		pg_memory_barrier();

@@ -31,7 +31,6 @@ typedef struct PendingQueue
 	int32		qno;
 	int			nest;			/* subtransaction level that recorded it */
 	bool		made_ready;		/* lower the cursor at commit ... */
-	int64		ready_n;		/* ... for this many jobs */
 	int32		ready_prio;
 	int64		ready_rank;
 	bool		claimed;		/* ... or at abort */
@@ -53,6 +52,8 @@ typedef struct PendingQueue
 	int64		counts[QS_NSTATES]; /* changes to the counts of each state */
 	int64		completed;
 	int64		failed;
+	int64		ready_n;		/* jobs it made ready: wake as many claims */
+	int64		slots_freed;	/* max_running slots it freed: and as many */
 } PendingQueue;
 
 static List *pending = NIL;
@@ -140,6 +141,14 @@ QueueXactUnskipAtEnd(int32 qno)
 {
 	if (QueueShmemActive())
 		pending_entry(qno)->unskip = true;
+}
+
+/* n jobs stopped running on a queue with max_running: their slots are free. */
+void
+QueueXactSlotsFreed(int32 qno, int64 n)
+{
+	if (QueueShmemActive() && n > 0)
+		pending_entry(qno)->slots_freed += n;
 }
 
 /* What this transaction changed in the counts of queue qno, so far. */
@@ -299,8 +308,12 @@ QueueXactScanStart(int32 qno, int32 *prio, int64 *rank)
 static void
 apply_abort(PendingQueue *p)
 {
+	/* claims that passed over the jobs we locked sleep: wake them */
 	if (p->unskip)
+	{
 		QueueCursorUnskip(p->qno);
+		QueueSignalWaiters(p->qno);
+	}
 	if (p->reset)
 		QueueCursorReset(p->qno);
 	else if (p->claimed)
@@ -352,7 +365,12 @@ apply_commit(PendingQueue *p)
 		return;
 	}
 	if (p->unskip)
+	{
 		QueueCursorUnskip(p->qno);
+		QueueSignalWaiters(p->qno);
+	}
+	if (p->slots_freed > 0)
+		QueueSignalWaitersFor(p->qno, p->slots_freed);
 	if (p->reset)
 	{
 		QueueCursorReset(p->qno);

@@ -2,12 +2,14 @@
 # claims, not all of them, and no job is left waiting for a claim that
 # sleeps.
 #
-# src/wake.c signals one claim per job instead of broadcasting.  Three
-# things could then leave a job behind while claims sleep on: a commit
-# waking fewer claims than it made jobs; a woken claim that fails before it
-# takes the job (it must hand the wakeup on); and a wakeup that reaches a
-# claim waiting on another queue whose wait slot is the same (such slots
-# wake everyone).  Each case has its claims wait 30 s and expects the job
+# src/wake.c signals one claim per job (and a spare) instead of
+# broadcasting.  What could then leave a job behind while claims sleep on:
+# a commit waking fewer claims than it made jobs; a woken claim that fails
+# before it takes the job (it must hand the wakeup on); a wakeup that
+# reaches claims waiting on another queue whose wait slot is the same, of
+# this database or of another (such slots wake everyone), or claims that
+# cannot see the job (REPEATABLE READ); and a freed max_running slot, which
+# makes no job ready but must wake a claim that found none free.  Each case has its claims wait 30 s and expects the job
 # taken within a few: a lost wakeup would leave it until a wait ends.  The
 # worker's naptime is an hour, so that nothing else wakes the claims.
 
@@ -33,8 +35,9 @@ my $mon = QueueTestSession->new($node, 'postgres', 'monitor');
 # and returns once it sleeps.
 sub start_waiting
 {
-	my ($s, $queue) = @_;
-	$s->send(qq{SELECT payload->>'n' FROM queue.claim('$queue', 1, wait => '30 s')});
+	my ($s, $queue, $wait) = @_;
+	$wait //= '30 s';
+	$s->send(qq{SELECT payload->>'n' FROM queue.claim('$queue', 1, wait => '$wait')});
 	ok( defined poll_for(
 			$mon,
 			qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $s->{pid}},
@@ -92,31 +95,39 @@ is_deeply([ sort keys %got ], [ 5, 6, 7 ],
 
 # ------------------------------------ a woken claim that fails hands it on
 
-# A trigger makes claims go through SPI, where its error fails the claim of
-# session w1 after it was woken, before it took anything.
+# A trigger makes claims go through SPI, where its error fails the claims
+# of sessions w1 and w2 after they were woken, before they took anything.
 $node->safe_psql(
 	'postgres', q{
 CREATE FUNCTION public.refuse_w1() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF current_setting('application_name') = 'w1' THEN
-        RAISE EXCEPTION 'w1 may not claim';
+    IF current_setting('application_name') IN ('w1', 'w2') THEN
+        RAISE EXCEPTION '% may not claim', current_setting('application_name');
     END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER refuse_w1 BEFORE UPDATE ON queue.q_n
     FOR EACH ROW EXECUTE FUNCTION public.refuse_w1();
 });
-# w1 sleeps first, so the one wakeup of a single job goes to it.
-start_waiting($w[0], 'n');
-start_waiting($w[1], 'n');
+# w1 and w2 sleep first, so the wakeups of a single job (one and a spare)
+# go to them.  At least one of them fails (the other may find the job
+# locked by the first, and sleep again); only handed on can the wakeup
+# reach w3.
+start_waiting($_, 'n') for @w[ 0 .. 2 ];
 $t0 = time;
 $node->safe_psql('postgres', q{SELECT queue.enqueue('n', '{"n": 8}')});
-($out, $err) = $w[0]->wait(5);
-like($err, qr/w1 may not claim/, 'the woken claim fails');
-($out) = $w[1]->wait(5 - (time - $t0));
-is($out, '8', 'the other waiting claim takes the job');
+($out) = $w[2]->wait(5);
+is($out, '8', 'the third waiting claim takes the job');
 ok(time - $t0 < 5, 'within 5 s (it waits 30)');
 note sprintf('taken after %.3f s', time - $t0);
+my $failed = 0;
+for my $s (@w[ 0 .. 1 ])
+{
+	$node->safe_psql('postgres', qq{SELECT pg_cancel_backend($s->{pid})});
+	($out, $err) = $s->wait(5);
+	$failed++ if ($err // '') =~ /may not claim/;
+}
+ok($failed >= 1, 'a woken claim of w1 or w2 failed');
 $node->safe_psql('postgres', q{DROP TRIGGER refuse_w1 ON queue.q_n});
 
 # --------------------------------- two queues whose claims share a slot
@@ -153,7 +164,92 @@ $node->safe_psql('postgres', q{SELECT queue.enqueue('m', '{"n": 10}')});
 ($out) = $w[2]->wait(5);
 is($out, '10', 'and a job of m reaches m\'s claim');
 
-$_->close for @w, $mon;
+# ------------------------- a claim of another database in the same slot
+
+# Tags are exact (database, queue) pairs: their 32-bit hashes collide
+# across databases.  Find queue numbers for a second database whose pair
+# hashes exactly like one of this database's, and have claims there sleep
+# first, two of them, as many as a single job wakes.
+# Two new databases get neighbouring oids, whose pairs collide easily.
+$node->safe_psql('postgres', q{CREATE DATABASE one});
+$node->safe_psql('postgres', q{CREATE DATABASE other});
+my ($dboid1, $dboid2) = split /\n/, $node->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname IN ('one', 'other') ORDER BY datname});
+sub hash_combine
+{
+	my ($db, $q) = @_;
+	return $db ^ (($q + 0x9e3779b9 + (($db << 6) & 0xffffffff) + ($db >> 2)) & 0xffffffff);
+}
+my ($q1, $q2);
+for my $cand (2 .. 999999)
+{
+	my $c2 = (0x9e3779b9 + (($dboid2 << 6) & 0xffffffff) + ($dboid2 >> 2)) & 0xffffffff;
+	my $x = ((hash_combine($dboid1, $cand) ^ $dboid2) - $c2) & 0xffffffff;
+	if ($x >= 2 && $x <= 999999)
+	{
+		($q1, $q2) = ($cand, $x);
+		last;
+	}
+}
+ok(defined $q1, 'found queue numbers whose pairs hash alike in the two databases');
+$node->safe_psql('one',
+	qq{CREATE EXTENSION queue; SELECT setval('queue.queue_number_seq', $q1 - 1); SELECT queue.create('x');});
+$node->safe_psql('other',
+	qq{CREATE EXTENSION queue; SELECT setval('queue.queue_number_seq', $q2 - 1); SELECT queue.create('y');});
+is(hash_combine($dboid2, $node->safe_psql('other', q{SELECT qno FROM queue.queue_config WHERE name = 'y'})),
+	hash_combine($dboid1, $node->safe_psql('one', q{SELECT qno FROM queue.queue_config WHERE name = 'x'})),
+	'queues x and y hash alike');
+my @o = map { QueueTestSession->new($node, 'other', "o$_") } 1 .. 2;
+my $x = QueueTestSession->new($node, 'one', 'x1');
+start_waiting($_, 'y') for @o;
+start_waiting($x, 'x');
+$t0 = time;
+$node->safe_psql('one', q{SELECT queue.enqueue('x', '{"n": 11}')});
+($out) = $x->wait(5);
+is($out, '11', 'a job of x reaches x\'s claim, though two claims of y slept first');
+note sprintf('taken after %.3f s', time - $t0);
+$node->safe_psql('other', q{SELECT queue.enqueue('y', '{"n": 12}'), queue.enqueue('y', '{"n": 13}')});
+my %o = map { ($_->wait(5))[0] // 'none' => 1 } @o;
+is_deeply([ sort keys %o ], [ 12, 13 ], 'and jobs of y reach y\'s claims');
+
+# ------------------------------ claims that cannot see the job sleep first
+
+# Two claims in REPEATABLE READ transactions cannot see a job committed
+# after their snapshot; woken for it, they would sleep again.
+$node->safe_psql('postgres', q{SELECT queue.create('rr')});
+$_->query(q{BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM queue.jobs})
+  for @w[ 1 .. 2 ];
+start_waiting($_, 'rr', '4 s') for @w[ 1 .. 2 ];
+start_waiting($w[3], 'rr');
+$t0 = time;
+$node->safe_psql('postgres', q{SELECT queue.enqueue('rr', '{"n": 14}')});
+($out) = $w[3]->wait(3);
+is($out, '14', 'a job reaches the claim that can see it, though two that cannot slept first');
+note sprintf('taken after %.3f s', time - $t0);
+for my $s (@w[ 1 .. 2 ])
+{
+	($out) = $s->wait(10);
+	is($out, '', "$s->{app}: its REPEATABLE READ claim found nothing at its deadline");
+	$s->query('COMMIT');
+}
+
+# ---------------------------------------------- a max_running slot frees
+
+# A claim that found no free slot sleeps; the commit that frees one wakes
+# it.
+$node->safe_psql('postgres', q{SELECT queue.create('mr', max_running => 1)});
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('mr', '{"n": 15}'); SELECT queue.enqueue('mr', '{"n": 16}')});
+# (claimed by a session that stays: a claimer that exits is an orphan)
+my $running = $w[3]->query(q{SELECT id FROM queue.claim('mr', 1)});
+start_waiting($w[0], 'mr');
+$t0 = time;
+$w[3]->query(qq{SELECT queue.complete($running)});
+($out) = $w[0]->wait(5);
+is($out, '16', 'completing the running job wakes the claim waiting for a slot');
+note sprintf('taken after %.3f s', time - $t0);
+
+$_->close for @w, @o, $x, $mon;
 $node->stop;
 
 done_testing();
