@@ -54,6 +54,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -604,6 +605,57 @@ note_next(TimestampTz *next, TimestampTz t)
 }
 
 /*
+ * The database's queues and the owners of their tables, as of the last
+ * pass that read them.  Reading them joins queue_config with pg_class by
+ * name, a scan of pg_class: with 200 queues each due once a second, that
+ * was a third of the worker's CPU.  A queue is made, dropped or given to
+ * another role only with a change to pg_class, whose invalidation (taken
+ * in when a pass starts its transaction) marks the list stale.
+ */
+static int	nknown = 0;
+static int32 *known_qnos = NULL;
+static Oid *known_owners = NULL;
+static uint64 queues_changes = 1;	/* invalidations seen */
+static uint64 queues_read = 0;	/* how many when the list was read */
+
+static void
+queues_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	queues_changes++;
+}
+
+/* Read the queues again, if a change may have made the list stale. */
+static void
+read_queues(void)
+{
+	/* counted first: a change committed while we read is read next time */
+	uint64		changes = queues_changes;
+
+	if (queues_read == changes)
+		return;
+	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+				true, 0);
+	if (known_qnos != NULL)
+	{
+		pfree(known_qnos);
+		pfree(known_owners);
+	}
+	nknown = SPI_processed;
+	known_qnos = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * Max(nknown, 1));
+	known_owners = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nknown, 1));
+	for (int i = 0; i < nknown; i++)
+	{
+		bool		isnull;
+
+		known_qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		known_owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	queues_read = changes;
+}
+
+/*
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
  * queue's next due time is kept in shared memory, so a pass only visits
@@ -626,32 +678,16 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	TimestampTz now_ts = GetCurrentTimestamp();
 
 	MemoryContext outer = CurrentMemoryContext;
-	int			nqueues;
-	int32	   *qnos;
-	Oid		   *owners;
 	bool	   *visited;
 
 	*next = 0;
 	if (!begin_pass("queue: upkeep"))
 		return false;
 
-	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
-				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
-				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
-				true, 0);
-	nqueues = SPI_processed;
-	qnos = MemoryContextAlloc(outer, sizeof(int32) * Max(nqueues, 1));
-	owners = MemoryContextAlloc(outer, sizeof(Oid) * Max(nqueues, 1));
-	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nqueues, 1));
-	for (int i = 0; i < nqueues; i++)
-	{
-		bool		isnull;
+	read_queues();
+	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nknown, 1));
 
-		qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-
-	for (int i = 0; i < nqueues; i++)
+	for (int i = 0; i < nknown; i++)
 	{
 		TimestampTz due = 0;
 		uint64		due_gen;
@@ -660,11 +696,11 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		UpkeepStatus status;
 
 		/* gen is read before the tick takes its snapshot */
-		due_now = !QueueDueGet(qnos[i], &due, &due_gen) || due <= now_ts ||
+		due_now = !QueueDueGet(known_qnos[i], &due, &due_gen) || due <= now_ts ||
 			(orphans && due != DT_NOEND);
 		if (!orphans && due != 0 && due != DT_NOEND &&
 			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) &&
-			QueueWaitersPresent(qnos[i], now_ts - WAITERS_GRACE_MS * INT64CONST(1000)))
+			QueueWaitersPresent(known_qnos[i], now_ts - WAITERS_GRACE_MS * INT64CONST(1000)))
 		{
 			due += WAITERS_GRACE_MS * INT64CONST(1000);
 			due_now = false;
@@ -675,7 +711,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			continue;
 		}
 
-		queue_next = DatumGetTimestampTz(upkeep_queue(qnos[i], owners[i], cleanup, due_now,
+		queue_next = DatumGetTimestampTz(upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
 													  "SELECT t.next_due FROM queue.queue_config c,"
 													  " LATERAL queue._tick_queue(c, cleanup => $2) t"
 													  " WHERE c.qno = $1",
@@ -696,23 +732,21 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		 * deadline while it is past: a new one is theirs to wake for (see
 		 * queue_claim).
 		 */
-		if (QueueDueSet(qnos[i], queue_next, due_gen))
-			QueueSignalWaiters(qnos[i]);
+		if (QueueDueSet(known_qnos[i], queue_next, due_gen))
+			QueueSignalWaiters(known_qnos[i]);
 		note_next(next, queue_next);
 	}
 
-	for (int i = 0; i < nqueues; i++)
+	for (int i = 0; i < nknown; i++)
 	{
 		UpkeepStatus status;
 
 		if (visited[i])
-			(void) upkeep_queue(qnos[i], owners[i], cleanup, true,
+			(void) upkeep_queue(known_qnos[i], known_owners[i], cleanup, true,
 								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
 								&status);
 	}
 	end_pass();
-	pfree(qnos);
-	pfree(owners);
 	pfree(visited);
 	return true;
 }
@@ -744,6 +778,7 @@ queue_db_worker_main(Datum arg)
 	if (!QueueDbWorkerAttach(dboid, MyLatch))
 		proc_exit(0);
 	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
+	CacheRegisterSyscacheCallback(RELOID, queues_invalidate, (Datum) 0);
 
 	/* Notifications and promotions are cheap to redo after a crash. */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
