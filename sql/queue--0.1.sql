@@ -154,6 +154,29 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_reset_cursor'
 LANGUAGE C VOLATILE STRICT;
 
+-- The statements of queue._tick_queue, as saved plans of the queue
+-- (src/qcache.c): planned once per backend instead of on every call.
+CREATE FUNCTION queue._tick_expire(qno int, batch int, max_attempts int, t timestamptz,
+    OUT expired bigint, OUT n_dead bigint, OUT ids bigint[], OUT dead_groups text[])
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_tick_expire';
+
+CREATE FUNCTION queue._tick_promote(qno int, batch int, t timestamptz,
+    OUT promoted bigint, OUT left_due boolean)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_tick_promote';
+
+CREATE FUNCTION queue._tick_next_due(qno int, t timestamptz, promoted bigint, batch int,
+    naptime interval)
+RETURNS timestamptz
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_tick_next_due';
+
+CREATE FUNCTION queue._tick_lease_due(qno int)
+RETURNS timestamptz
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_tick_lease_due';
+
 CREATE FUNCTION queue._unskip_cursor(qno int)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_unskip_cursor'
@@ -1322,8 +1345,6 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q   text := 'q_' || r.name;
-    seq text := 'q_' || r.name || '$seq';
     t   timestamptz := clock_timestamp();
     dead_groups text[];
     expired_ids bigint[];
@@ -1333,29 +1354,9 @@ BEGIN
     -- jobs this transaction claimed are rows again (src/held.c)
     PERFORM queue._write_back();
 
-    EXECUTE format($q$
-        WITH u AS (
-        UPDATE queue.%1$I j
-           SET state = CASE WHEN j.attempt - j.uncounted >= $2 THEN 'dead' ELSE 'ready' END::queue.job_state,
-               rank = nextval('queue.%2$I'),
-               run_at = greatest(j.run_at, $3),
-               lease_until = NULL, owner_pid = NULL, owner_start = NULL,
-               last_error = CASE WHEN j.lease_until < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-               history = coalesce(j.history, '[]') || jsonb_build_object(
-                   'event', CASE WHEN j.lease_until < $3 THEN 'lease expired' ELSE 'consumer disconnected' END,
-                   'at', $3, 'attempt', j.attempt, 'claimed_at', j.claimed_at)
-         WHERE j.id = ANY (ARRAY(
-               SELECT s.id FROM queue.%1$I s
-                WHERE s.state = 'running'
-                  AND (s.lease_until < $3
-                       OR s.owner_pid IS NOT NULL
-                          AND NOT queue._owner_alive(s.owner_pid, s.owner_start))
-                ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))
-         RETURNING j.id, j.state, j.group_key)
-        SELECT count(*), count(*) FILTER (WHERE state = 'dead'), array_agg(id),
-               array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead' AND group_key IS NOT NULL)
-          FROM u$q$, q, seq)
-    INTO expired, n_dead, expired_ids, dead_groups USING batch, r.max_attempts, t;
+    SELECT x.expired, x.n_dead, x.ids, x.dead_groups
+      INTO expired, n_dead, expired_ids, dead_groups
+      FROM queue._tick_expire(r.qno, batch, r.max_attempts, t) x;
     IF expired > 0 THEN
         PERFORM queue._free_slots(r.qno, expired_ids);
     END IF;
@@ -1368,20 +1369,8 @@ BEGIN
     -- then pass over it too, as one being claimed, until we end.  Our
     -- snapshot still shows it as due and scheduled (left_due), and the
     -- cursor must go back to it when we end (src/claim.c, promote_due).
-    EXECUTE format($q$
-        WITH u AS (
-        UPDATE queue.%1$I j
-           SET state = 'ready', rank = nextval('queue.%2$I')
-         WHERE j.id = ANY (ARRAY(
-               SELECT id FROM queue.%1$I
-                WHERE state = 'scheduled' AND run_at <= $2
-                ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))
-         RETURNING j.id)
-        SELECT count(*), EXISTS (SELECT 1 FROM queue.%1$I
-                                  WHERE state = 'scheduled' AND run_at <= $2
-                                    AND id NOT IN (SELECT id FROM u))
-          FROM u$q$, q, seq)
-    INTO promoted, left_due USING batch, t;
+    SELECT x.promoted, x.left_due INTO promoted, left_due
+      FROM queue._tick_promote(r.qno, batch, t) x;
     PERFORM queue._count(r.qno, 'scheduled', 'ready', promoted);
 
     deleted := 0;
@@ -1398,20 +1387,10 @@ BEGIN
     -- something that leaves it scheduled (a cancel that rolls back, a
     -- user's FOR UPDATE), which would strand it until the next cleanup:
     -- while one is there, we look again after a naptime.
-    EXECUTE format($q$
-        SELECT least(
-            CASE WHEN $2 >= $3 THEN $1 END,
-            CASE WHEN EXISTS (SELECT 1 FROM queue.%1$I WHERE state = 'scheduled' AND run_at <= $1)
-                 THEN $1 + $4 END,
-            (SELECT run_at FROM queue.%1$I WHERE state = 'scheduled' AND run_at > $1
-              ORDER BY run_at LIMIT 1),
-            (SELECT lease_until FROM queue.%1$I WHERE state = 'running' ORDER BY lease_until LIMIT 1))$q$, q)
-    INTO next_due
-    USING t, promoted, batch, current_setting('queue.worker_naptime', true)::interval;
+    next_due := queue._tick_next_due(r.qno, t, promoted, batch,
+                                     current_setting('queue.worker_naptime', true)::interval);
     IF has_table_privilege(format('queue.%I', 'l_' || r.name), 'SELECT') THEN
-        EXECUTE format('SELECT least($1, (SELECT lease_until FROM queue.%I ORDER BY lease_until LIMIT 1))',
-                       'l_' || r.name)
-        INTO next_due USING next_due;
+        next_due := least(next_due, queue._tick_lease_due(r.qno));
     END IF;
 
     -- The due time stays: what we did only makes the true one later, and

@@ -635,6 +635,59 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 		case PLAN_LEASE_DELETE:
 			appendStringInfo(&buf, "DELETE FROM %s WHERE lease = $1", l);
 			break;
+
+			/*
+			 * The statements of queue._tick_queue, which used to run them as
+			 * dynamic SQL: planned on every call, a millisecond each, they
+			 * were most of the worker's CPU with many queues.
+			 */
+		case PLAN_TICK_EXPIRE:
+			appendStringInfo(&buf,
+							 "WITH u AS (UPDATE %s j SET"
+							 " state = CASE WHEN j.attempt - j.uncounted >= $2 THEN 'dead' ELSE 'ready' END"
+							 "::queue.job_state,"
+							 " rank = nextval(%s), run_at = greatest(j.run_at, $3),"
+							 " lease_until = NULL, owner_pid = NULL, owner_start = NULL,"
+							 " last_error = CASE WHEN j.lease_until < $3 THEN 'lease expired'"
+							 " ELSE 'consumer disconnected' END,"
+							 " history = coalesce(j.history, '[]') || jsonb_build_object("
+							 "'event', CASE WHEN j.lease_until < $3 THEN 'lease expired'"
+							 " ELSE 'consumer disconnected' END,"
+							 " 'at', $3, 'attempt', j.attempt, 'claimed_at', j.claimed_at)"
+							 " WHERE j.id = ANY (ARRAY(SELECT s.id FROM %s s WHERE s.state = 'running'"
+							 " AND (s.lease_until < $3 OR s.owner_pid IS NOT NULL"
+							 " AND NOT queue._owner_alive(s.owner_pid, s.owner_start))"
+							 " ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))"
+							 " RETURNING j.id, j.state, j.group_key)"
+							 " SELECT count(*), count(*) FILTER (WHERE state = 'dead'), array_agg(id),"
+							 " array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead'"
+							 " AND group_key IS NOT NULL) FROM u", t, s, t);
+			break;
+		case PLAN_TICK_PROMOTE:
+			/* see queue._tick_queue on left_due */
+			appendStringInfo(&buf,
+							 "WITH u AS (UPDATE %s j SET state = 'ready', rank = nextval(%s)"
+							 " WHERE j.id = ANY (ARRAY(SELECT id FROM %s"
+							 " WHERE state = 'scheduled' AND run_at <= $2"
+							 " ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED)) RETURNING j.id)"
+							 " SELECT count(*), EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $2 AND id NOT IN (SELECT id FROM u)) FROM u",
+							 t, s, t, t);
+			break;
+		case PLAN_TICK_NEXT_DUE:
+			/* see queue._tick_queue */
+			appendStringInfo(&buf,
+							 "SELECT least(CASE WHEN $2 >= $3 THEN $1 END,"
+							 " CASE WHEN EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $1) THEN $1 + $4 END,"
+							 " (SELECT run_at FROM %s WHERE state = 'scheduled' AND run_at > $1"
+							 " ORDER BY run_at LIMIT 1),"
+							 " (SELECT lease_until FROM %s WHERE state = 'running'"
+							 " ORDER BY lease_until LIMIT 1))", t, t, t);
+			break;
+		case PLAN_TICK_LEASE_DUE:
+			appendStringInfo(&buf, "SELECT lease_until FROM %s ORDER BY lease_until LIMIT 1", l);
+			break;
 		case PLAN_LEASE_RUNNING:
 			appendStringInfo(&buf,
 							 "UPDATE %s SET state = 'running', attempt = attempt + 1, claimed_at = $3,"
@@ -783,6 +836,23 @@ plan_args(QueuePlanId which, Oid *types)
 		case PLAN_LEASE_DELETE:
 			types[0] = INT8OID;
 			return 1;
+		case PLAN_TICK_EXPIRE:
+			types[0] = INT4OID;
+			types[1] = INT4OID;
+			types[2] = TIMESTAMPTZOID;
+			return 3;
+		case PLAN_TICK_PROMOTE:
+			types[0] = INT4OID;
+			types[1] = TIMESTAMPTZOID;
+			return 2;
+		case PLAN_TICK_NEXT_DUE:
+			types[0] = TIMESTAMPTZOID;
+			types[1] = INT8OID;
+			types[2] = INT4OID;
+			types[3] = INTERVALOID;
+			return 4;
+		case PLAN_TICK_LEASE_DUE:
+			return 0;
 		case PLAN_LEASE_RUNNING:
 			{
 				static const Oid lease_running[] = {INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID,

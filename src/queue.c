@@ -381,6 +381,82 @@ queue_unskip_cursor(PG_FUNCTION_ARGS)
 }
 
 /*
+ * queue._tick_expire, _tick_promote, _tick_next_due and _tick_lease_due:
+ * the statements of queue._tick_queue, as saved plans of the queue (see
+ * qcache.c).  Argument 0 is the queue's number, the others are the plan's
+ * parameters.  They run as the caller, as the dynamic SQL they replace
+ * did, so that the caller's rights on the queue's tables apply.  Returns
+ * the plan's one row (composite), or its first column (NULL for no row).
+ */
+static Datum
+run_tick_plan(FunctionCallInfo fcinfo, QueuePlanId which, bool composite)
+{
+	Datum		args[8];
+	char		nulls[8];
+	int			nargs = PG_NARGS() - 1;
+	QueueInfo  *q;
+	Oid			relid;
+	Datum		result = (Datum) 0;
+	bool		isnull = true;
+
+	Assert(nargs <= (int) lengthof(args));
+	for (int i = 0; i < nargs; i++)
+	{
+		args[i] = PG_GETARG_DATUM(i + 1);
+		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
+	}
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue number must not be null"),
+				 errhint("List queues with SELECT * FROM queue.queues.")));
+	QueueSpiBegin();
+	q = queue_with_table(PG_GETARG_INT32(0), &relid);
+	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, which), args, nulls, false, 0),
+					SPI_OK_SELECT, -1, "run upkeep", q->name);
+	if (SPI_processed > 0 && composite)
+	{
+		result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc));
+		isnull = false;
+	}
+	else if (SPI_processed > 0)
+		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	QueueSpiEnd();
+	if (isnull)
+		PG_RETURN_NULL();
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(queue_tick_expire);
+Datum
+queue_tick_expire(PG_FUNCTION_ARGS)
+{
+	return run_tick_plan(fcinfo, PLAN_TICK_EXPIRE, true);
+}
+
+PG_FUNCTION_INFO_V1(queue_tick_promote);
+Datum
+queue_tick_promote(PG_FUNCTION_ARGS)
+{
+	return run_tick_plan(fcinfo, PLAN_TICK_PROMOTE, true);
+}
+
+/* (timestamptz is passed by value: the result outlives SPI's memory) */
+PG_FUNCTION_INFO_V1(queue_tick_next_due);
+Datum
+queue_tick_next_due(PG_FUNCTION_ARGS)
+{
+	return run_tick_plan(fcinfo, PLAN_TICK_NEXT_DUE, false);
+}
+
+PG_FUNCTION_INFO_V1(queue_tick_lease_due);
+Datum
+queue_tick_lease_due(PG_FUNCTION_ARGS)
+{
+	return run_tick_plan(fcinfo, PLAN_TICK_LEASE_DUE, false);
+}
+
+/*
  * queue._register(): called by CREATE EXTENSION.  Has the background
  * worker serve this database once the transaction commits, or says that
  * there is no worker.

@@ -70,6 +70,10 @@ typedef enum QueuePlanId
 	PLAN_LEASE_INSERT,			/* the row of a batch lease (lease.c) */
 	PLAN_LEASE_DELETE,			/* ... gone with its last job */
 	PLAN_LEASE_RUNNING,			/* a job leaves its batch lease as a running row */
+	PLAN_TICK_EXPIRE,			/* upkeep: expired leases and orphans return */
+	PLAN_TICK_PROMOTE,			/* upkeep: scheduled jobs that came due */
+	PLAN_TICK_NEXT_DUE,			/* upkeep: when to look again */
+	PLAN_TICK_LEASE_DUE,		/* upkeep: the first batch lease to run out */
 	NUM_QUEUE_PLANS
 } QueuePlanId;
 
