@@ -6,10 +6,10 @@
  *
  * Producers never send NOTIFY themselves (a NOTIFY takes a database-wide
  * lock at commit that serializes every notifying transaction).  Instead,
- * when a transaction that made jobs ready commits, xact.c broadcasts the
- * queue's wait slot and, if anyone in the database listens (listen.c),
- * marks the queue in shared memory and sets its database worker's latch;
- * the worker sends one NOTIFY per marked queue.
+ * when a transaction that made jobs ready commits, xact.c wakes claims
+ * waiting on the queue's wait slot and, if anyone in the database listens
+ * (listen.c), marks the queue in shared memory and sets its database
+ * worker's latch; the worker sends one NOTIFY per marked queue.
  *
  * Locking: one spinlock protects the database slots; it is held only to
  * read or write a few fields, never across a latch set or a wait.  Wait
