@@ -659,9 +659,9 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " AND NOT queue._owner_alive(s.owner_pid, s.owner_start))"
 							 " ORDER BY s.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED))"
 							 " RETURNING j.id, j.state, j.group_key)"
-							 " SELECT count(*), count(*) FILTER (WHERE state = 'dead'), array_agg(id),"
-							 " array_agg(DISTINCT group_key) FILTER (WHERE state = 'dead'"
-							 " AND group_key IS NOT NULL) FROM u", t, s, t);
+							 " SELECT count(*) AS expired, count(*) FILTER (WHERE state = 'dead') AS n_dead,"
+							 " array_agg(id) AS ids, array_agg(DISTINCT group_key) FILTER (WHERE"
+							 " state = 'dead' AND group_key IS NOT NULL) AS dead_groups FROM u", t, s, t);
 			break;
 		case PLAN_TICK_PROMOTE:
 			/* see queue._tick_queue on left_due */
@@ -670,8 +670,8 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " WHERE j.id = ANY (ARRAY(SELECT id FROM %s"
 							 " WHERE state = 'scheduled' AND run_at <= $2"
 							 " ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED)) RETURNING j.id)"
-							 " SELECT count(*), EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
-							 " AND run_at <= $2 AND id NOT IN (SELECT id FROM u)) FROM u",
+							 " SELECT count(*) AS promoted, EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $2 AND id NOT IN (SELECT id FROM u)) AS left_due FROM u",
 							 t, s, t, t);
 			break;
 		case PLAN_TICK_NEXT_DUE:

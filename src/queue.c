@@ -420,7 +420,12 @@ run_tick_plan(FunctionCallInfo fcinfo, QueuePlanId which, bool composite)
 		isnull = false;
 	}
 	else if (SPI_processed > 0)
+	{
 		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		/* (out of SPI's memory, where timestamptz is passed by reference) */
+		if (!isnull)
+			result = SPI_datumTransfer(result, FLOAT8PASSBYVAL, sizeof(TimestampTz));
+	}
 	QueueSpiEnd();
 	if (isnull)
 		PG_RETURN_NULL();
@@ -441,7 +446,6 @@ queue_tick_promote(PG_FUNCTION_ARGS)
 	return run_tick_plan(fcinfo, PLAN_TICK_PROMOTE, true);
 }
 
-/* (timestamptz is passed by value: the result outlives SPI's memory) */
 PG_FUNCTION_INFO_V1(queue_tick_next_due);
 Datum
 queue_tick_next_due(PG_FUNCTION_ARGS)

@@ -608,35 +608,48 @@ note_next(TimestampTz *next, TimestampTz t)
  * The database's queues and the owners of their tables, as of the last
  * pass that read them.  Reading them joins queue_config with pg_class by
  * name, a scan of pg_class: with 200 queues each due once a second, that
- * was a third of the worker's CPU.  A queue is made, dropped or given to
- * another role only with a change to pg_class, whose invalidation (taken
- * in when a pass starts its transaction) marks the list stale.
+ * was a third of the worker's CPU.  The list is read again after an
+ * invalidation of pg_class (a table made, dropped or given to another
+ * owner) or of queue_config (queue.create, alter and drop send one), both
+ * taken in when a pass starts its transaction, and at every cleanup pass,
+ * for rows of queue_config written without either (a data-only restore).
  */
 static int	nknown = 0;
 static int32 *known_qnos = NULL;
 static Oid *known_owners = NULL;
+static Oid	known_config = InvalidOid;	/* queue_config */
 static uint64 queues_changes = 1;	/* invalidations seen */
 static uint64 queues_read = 0;	/* how many when the list was read */
 
 static void
-queues_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+queues_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	queues_changes++;
 }
 
-/* Read the queues again, if a change may have made the list stale. */
 static void
-read_queues(void)
+queues_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == known_config)
+		queues_changes++;
+}
+
+/* Read the queues again if a change may have made the list stale, or always. */
+static void
+read_queues(bool always)
 {
 	/* counted first: a change committed while we read is read next time */
 	uint64		changes = queues_changes;
+	int			ret;
 
-	if (queues_read == changes)
+	if (queues_read == changes && !always)
 		return;
-	SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
-				" JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
-				" AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
-				true, 0);
+	ret = SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+					  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+					  true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not list the queues: %s", SPI_result_code_string(ret));
 	if (known_qnos != NULL)
 	{
 		pfree(known_qnos);
@@ -647,11 +660,14 @@ read_queues(void)
 	known_owners = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nknown, 1));
 	for (int i = 0; i < nknown; i++)
 	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 
-		known_qnos[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		known_owners[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		known_qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		known_owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 	}
+	known_config = get_relname_relid("queue_config", get_namespace_oid("queue", false));
 	queues_read = changes;
 }
 
@@ -684,7 +700,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 	if (!begin_pass("queue: upkeep"))
 		return false;
 
-	read_queues();
+	read_queues(cleanup);
 	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nknown, 1));
 
 	for (int i = 0; i < nknown; i++)
@@ -778,7 +794,8 @@ queue_db_worker_main(Datum arg)
 	if (!QueueDbWorkerAttach(dboid, MyLatch))
 		proc_exit(0);
 	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
-	CacheRegisterSyscacheCallback(RELOID, queues_invalidate, (Datum) 0);
+	CacheRegisterSyscacheCallback(RELOID, queues_syscache_callback, (Datum) 0);
+	CacheRegisterRelcacheCallback(queues_relcache_callback, (Datum) 0);
 
 	/* Notifications and promotions are cheap to redo after a crash. */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
