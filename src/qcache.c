@@ -663,17 +663,6 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " array_agg(id) AS ids, array_agg(DISTINCT group_key) FILTER (WHERE"
 							 " state = 'dead' AND group_key IS NOT NULL) AS dead_groups FROM u", t, s, t);
 			break;
-		case PLAN_TICK_PROMOTE:
-			/* see queue._tick_queue on left_due */
-			appendStringInfo(&buf,
-							 "WITH u AS (UPDATE %s j SET state = 'ready', rank = nextval(%s)"
-							 " WHERE j.id = ANY (ARRAY(SELECT id FROM %s"
-							 " WHERE state = 'scheduled' AND run_at <= $2"
-							 " ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED)) RETURNING j.id)"
-							 " SELECT count(*) AS promoted, EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
-							 " AND run_at <= $2 AND id NOT IN (SELECT id FROM u)) AS left_due FROM u",
-							 t, s, t, t);
-			break;
 		case PLAN_TICK_NEXT_DUE:
 			/* see queue._tick_queue */
 			appendStringInfo(&buf,
@@ -841,10 +830,6 @@ plan_args(QueuePlanId which, Oid *types)
 			types[1] = INT4OID;
 			types[2] = TIMESTAMPTZOID;
 			return 3;
-		case PLAN_TICK_PROMOTE:
-			types[0] = INT4OID;
-			types[1] = TIMESTAMPTZOID;
-			return 2;
 		case PLAN_TICK_NEXT_DUE:
 			types[0] = TIMESTAMPTZOID;
 			types[1] = INT8OID;

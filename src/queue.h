@@ -71,7 +71,6 @@ typedef enum QueuePlanId
 	PLAN_LEASE_DELETE,			/* ... gone with its last job */
 	PLAN_LEASE_RUNNING,			/* a job leaves its batch lease as a running row */
 	PLAN_TICK_EXPIRE,			/* upkeep: expired leases and orphans return */
-	PLAN_TICK_PROMOTE,			/* upkeep: scheduled jobs that came due */
 	PLAN_TICK_NEXT_DUE,			/* upkeep: when to look again */
 	PLAN_TICK_LEASE_DUE,		/* upkeep: the first batch lease to run out */
 	NUM_QUEUE_PLANS
@@ -295,7 +294,6 @@ extern bool QueueWakeActive(void);
 extern void QueueRegisterDatabase(Oid dboid);
 extern void QueueSignalReady(int32 qno, int64 n);
 extern void QueueSignalWaiters(int32 qno);
-extern void QueueSignalWaitersFor(int32 qno, int64 n);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
 extern void QueueWaitBegin(int32 qno);

@@ -242,13 +242,6 @@ QueueSignalWaiters(int32 qno)
 		signal_slot(wait_slot(qno), 0);
 }
 
-/* Wake claims waiting on queue qno for n jobs they may take now. */
-void
-QueueSignalWaitersFor(int32 qno, int64 n)
-{
-	if (wake != NULL)
-		signal_slot(wait_slot(qno), n);
-}
 
 /*
  * A committed transaction made n jobs of queue qno claimable (n <= 0: an

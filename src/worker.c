@@ -384,15 +384,31 @@ typedef struct Channel
 } Channel;
 
 static HTAB *channels = NULL;
-static Oid	channels_relid = InvalidOid;	/* queue_config, when learned */
-static bool channels_stale = false;
+static bool channels_stale = true;
 
-/* queue_config changed or went away (DROP EXTENSION): learn again */
+/*
+ * What the worker keeps of queue_config between passes (the channels, the
+ * queues) is learnt again when its relcache entry is invalidated, as
+ * queue.create, alter and drop do and DROP EXTENSION does.
+ */
+static Oid	config_relid = InvalidOid;	/* queue_config, when learnt */
+static uint64 queues_changes = 1;	/* invalidations that may change the queues */
+
 static void
-channels_relcache_callback(Datum arg, Oid relid)
+config_relcache_callback(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == channels_relid)
+	if (relid == InvalidOid || relid == config_relid)
+	{
 		channels_stale = true;
+		queues_changes++;
+	}
+}
+
+/* Where queue_config is now; in a pass. */
+static void
+learn_config_relid(void)
+{
+	config_relid = get_relname_relid("queue_config", get_namespace_oid("queue", false));
 }
 
 /* Are the channels of all of qnos known? */
@@ -418,7 +434,7 @@ learn_channels(void)
 	while ((old = hash_seq_search(&status)) != NULL)
 		hash_search(channels, &old->qno, HASH_REMOVE, NULL);
 	channels_stale = false;
-	channels_relid = get_relname_relid("queue_config", get_namespace_oid("queue", false));
+	learn_config_relid();
 	SPI_execute("SELECT qno, 'queue_' || name FROM queue.queue_config", true, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -449,8 +465,6 @@ send_notifications(bool all)
 		info.keysize = sizeof(int32);
 		info.entrysize = sizeof(Channel);
 		channels = hash_create("queue channels", 64, &info, HASH_ELEM | HASH_BLOBS);
-		CacheRegisterRelcacheCallback(channels_relcache_callback, (Datum) 0);
-		channels_stale = true;
 	}
 	/* (starting the transaction runs the relcache callback if need be) */
 	start_pass("queue: notify");
@@ -610,28 +624,19 @@ note_next(TimestampTz *next, TimestampTz t)
  * name, a scan of pg_class: with 200 queues each due once a second, that
  * was a third of the worker's CPU.  The list is read again after an
  * invalidation of pg_class (a table made, dropped or given to another
- * owner) or of queue_config (queue.create, alter and drop send one), both
- * taken in when a pass starts its transaction, and at every cleanup pass,
- * for rows of queue_config written without either (a data-only restore).
+ * owner) or of queue_config (config_relcache_callback), both taken in when
+ * a pass starts its transaction, and at every cleanup pass, for rows of
+ * queue_config written without either (a data-only restore).
  */
 static int	nknown = 0;
 static int32 *known_qnos = NULL;
 static Oid *known_owners = NULL;
-static Oid	known_config = InvalidOid;	/* queue_config */
-static uint64 queues_changes = 1;	/* invalidations seen */
-static uint64 queues_read = 0;	/* how many when the list was read */
+static uint64 queues_read = 0;	/* queues_changes when the list was read */
 
 static void
 queues_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	queues_changes++;
-}
-
-static void
-queues_relcache_callback(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == known_config)
-		queues_changes++;
 }
 
 /* Read the queues again if a change may have made the list stale, or always. */
@@ -649,7 +654,11 @@ read_queues(bool always)
 					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
 					  true, 0);
 	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not list the queues: %s", SPI_result_code_string(ret));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue worker could not list the queues"),
+				 errdetail("The statement returned %s.", SPI_result_code_string(ret)),
+				 errhint("A rule on queue.queue_config rewrote the statement; drop it.")));
 	if (known_qnos != NULL)
 	{
 		pfree(known_qnos);
@@ -667,7 +676,7 @@ read_queues(bool always)
 		known_qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
 		known_owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 	}
-	known_config = get_relname_relid("queue_config", get_namespace_oid("queue", false));
+	learn_config_relid();
 	queues_read = changes;
 }
 
@@ -795,7 +804,7 @@ queue_db_worker_main(Datum arg)
 		proc_exit(0);
 	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
 	CacheRegisterSyscacheCallback(RELOID, queues_syscache_callback, (Datum) 0);
-	CacheRegisterRelcacheCallback(queues_relcache_callback, (Datum) 0);
+	CacheRegisterRelcacheCallback(config_relcache_callback, (Datum) 0);
 
 	/* Notifications and promotions are cheap to redo after a crash. */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);

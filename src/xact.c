@@ -308,12 +308,8 @@ QueueXactScanStart(int32 qno, int32 *prio, int64 *rank)
 static void
 apply_abort(PendingQueue *p)
 {
-	/* claims that passed over the jobs we locked sleep: wake them */
 	if (p->unskip)
-	{
 		QueueCursorUnskip(p->qno);
-		QueueSignalWaiters(p->qno);
-	}
 	if (p->reset)
 		QueueCursorReset(p->qno);
 	else if (p->claimed)
@@ -324,8 +320,11 @@ apply_abort(PendingQueue *p)
 		(void) QueueDueLower(p->qno, p->promoted_at);
 		QueueSignalScheduled(p->promoted_at);
 	}
-	/* the jobs it took are ready again, or due: wake whoever waits for them */
-	if (p->took || p->reset)
+	/*
+	 * The jobs it took are ready again, or due, and those it kept locked
+	 * (unskip) claimable: wake whoever waits for them.
+	 */
+	if (p->took || p->reset || p->unskip)
 		QueueSignalReady(p->qno, 0);
 	else if (p->promoted_at != 0)
 		QueueSignalWaiters(p->qno);
@@ -365,16 +364,10 @@ apply_commit(PendingQueue *p)
 		return;
 	}
 	if (p->unskip)
-	{
 		QueueCursorUnskip(p->qno);
-		QueueSignalWaiters(p->qno);
-	}
-	if (p->slots_freed > 0)
-		QueueSignalWaitersFor(p->qno, p->slots_freed);
 	if (p->reset)
 	{
 		QueueCursorReset(p->qno);
-		QueueSignalReady(p->qno, 0);
 		if (p->reset_due)
 		{
 			QueueDueLower(p->qno, 0);
@@ -387,8 +380,16 @@ apply_commit(PendingQueue *p)
 		if (p->next_due != 0)
 			(void) QueueDueSet(p->qno, p->next_due, p->next_due_gen);
 		QueueCursorLower(p->qno, p->ready_prio, p->ready_rank);
-		QueueSignalReady(p->qno, p->ready_n);
 	}
+
+	/*
+	 * Jobs became claimable: those we made ready, those whose max_running
+	 * slots we freed, and (reset, unskip) any number.
+	 */
+	if (p->reset || p->unskip)
+		QueueSignalReady(p->qno, 0);
+	else if (p->made_ready || p->slots_freed > 0)
+		QueueSignalReady(p->qno, p->ready_n + p->slots_freed);
 	if (p->scheduled_at != 0)
 	{
 		/*
