@@ -63,6 +63,7 @@ class Cfg:
             self.enq_s = float(env("ENQ_SECONDS", 1))
             self.drain_s = float(env("DRAIN_SECONDS", 1))
             self.clients = [4]
+            self.listen_clients = 4
             self.drain_clients = [4]
             self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch")]
             self.steady_s = float(env("STEADY_SECONDS", 1))
@@ -85,6 +86,7 @@ class Cfg:
             self.side_reps = int(env("BENCH_SIDE_REPS", 1))
             self.drain_s = float(env("DRAIN_SECONDS", 10))
             self.clients = [1, 4, 16]
+            self.listen_clients = 16
             self.drain_clients = [1, 4, 16]
             self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased"), (100, "batch")]
             self.steady_s = float(env("STEADY_SECONDS", 20))
@@ -97,6 +99,7 @@ class Cfg:
             self.groups = [None, 1, 1000, 1000000]
             self.payloads = [2048, 65536]
             self.backlog_scale = 1.0
+        self.listeners = 4
         self.systems = [s for s in env("BENCH_SYSTEMS", ",".join(ALL_SYSTEMS)).split(",") if s]
 
 
@@ -419,7 +422,16 @@ def reset(system):
 
 
 # ---------------------------------------------------------------- enqueue
-def enqueue_script(system, batch):
+# what a session LISTENs on to hear of a system's new jobs (the floor's
+# channel is never notified: its listeners only sit there)
+CHANNEL = {"queue": "queue_bq", "queue_noarch": "queue_bq0", "baseline": "base_jobs", "floor": "floor_ins"}
+
+
+def enqueue_script(system, batch, listened=False):
+    if system == "baseline" and listened:
+        # a hand-written queue wakes its consumers itself, in the same transaction
+        return ("WITH j AS (INSERT INTO base_jobs (payload) VALUES (:p::jsonb) RETURNING id) "
+                "SELECT pg_notify('base_jobs', '') FROM j;\n")
     if system in QNAME:
         q = QNAME[system]
         if batch == 1:
@@ -444,10 +456,55 @@ def pg_array(items):
     return "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "}"
 
 
-def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0):
+def listener(channel, ready, stop, out):
+    """One session LISTENing on channel that reads every notification as it
+    comes, as a waiting consumer would, in a process of its own; puts the
+    number it read."""
+    c = connect(app="bench listener")
+    c.cursor().execute("LISTEN %s" % channel)
+    ready.release()
+    n = 0
+    while not stop.is_set():
+        if select.select([c], [], [], 0.2)[0]:
+            c.poll()
+            n += len(c.notifies)
+            del c.notifies[:]
+    c.close()
+    out.put(n)
+
+
+def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0,
+                listeners=0):
     reset(system)
     p = make_payload(nbytes)
     variant = variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch)
+    if listeners:
+        variant += ", %d listeners" % listeners
+        mp = multiprocessing.get_context("forkserver" if PARALLEL else "fork")
+        ready, stop, out = mp.Semaphore(0), mp.Event(), mp.Queue()
+        procs = [mp.Process(target=listener, args=(CHANNEL[system], ready, stop, out)) for _ in range(listeners)]
+        for pr in procs:
+            pr.start()
+        for _ in procs:
+            ready.acquire(timeout=30)
+        try:
+            wal = WalMeter()
+            r = pgbench(enqueue_script(system, batch, True), clients, seconds, {"p": p})
+            wal.record(res, workload, variant, system, clients, rep, r["tx"])
+        finally:
+            stop.set()
+            heard = []
+            for pr in procs:
+                try:
+                    heard.append(out.get(timeout=30))
+                except stdqueue.Empty:
+                    pass
+                pr.join(timeout=15)
+        res.add(workload, variant, system, clients, rep, "throughput", round(r["tps"], 1), "jobs/s")
+        if heard and system != "floor":
+            res.add(workload, variant, system, clients, rep, "jobs per notification read",
+                    round(r["tx"] / max(1, statistics.median(heard)), 1), "jobs")
+        return r["tps"]
     if system in ("pgboss", "graphile"):
         r = node({"cmd": "enqueue", "system": system, "clients": clients, "seconds": seconds,
                   "batch": batch, "bytes": nbytes})
@@ -1395,6 +1452,14 @@ def main():
                 for s in rotated(rep):
                     cells.append((s, "enqueue %s c%d" % (s, clients), partial(run_enqueue, rep=rep),
                                   cfg, res, s, clients, 1, cfg.enq_s))
+            # the bar holds "even with listeners present": sessions that
+            # LISTEN for new jobs and read what they hear (queue coalesces its
+            # NOTIFYs; the baseline sends one per job, as its consumers expect)
+            for s in rotated(rep):
+                if s in CHANNEL:
+                    cells.append((s, "enqueue %s c%d, %d listeners" % (s, cfg.listen_clients, cfg.listeners),
+                                  partial(run_enqueue, rep=rep, listeners=cfg.listeners),
+                                  cfg, res, s, cfg.listen_clients, 1, cfg.enq_s))
             for s in rotated(rep):
                 cells.append((s, "enqueue100 %s" % s, partial(run_enqueue, rep=rep), cfg, res, s, 4, 100, cfg.enq_s))
             for s in rotated(rep):
