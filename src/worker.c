@@ -535,8 +535,9 @@ archive_has_work(int32 qno)
  * read queue_config but not lock its rows.  Unless due, the statement runs
  * only if the queue's archive has work (looked at after the row lock, in
  * the subtransaction: an owner could otherwise break every pass by
- * dropping an archive segment).  Returns the statement's first column, or
- * 0 (also if it was NULL); *status says whether it ran.
+ * dropping an archive segment).  Returns the statement's first column if
+ * it is a timestamptz, read before the subtransaction frees it, or 0 (also
+ * if it was NULL); *status says whether it ran.
  */
 typedef enum UpkeepStatus
 {
@@ -545,14 +546,14 @@ typedef enum UpkeepStatus
 	UPKEEP_FAILED				/* warned; tried again after a naptime */
 } UpkeepStatus;
 
-static Datum
+static TimestampTz
 upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, UpkeepStatus *status)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	Oid			save_userid;
 	int			save_sec;
-	volatile Datum result = (Datum) 0;
+	volatile TimestampTz result = 0;
 
 	*status = UPKEEP_SKIPPED;
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -578,9 +579,8 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 			{
 				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-				/* (both kinds of result are passed by value) */
-				if (!isnull)
-					result = d;
+				if (!isnull && SPI_gettypeid(SPI_tuptable->tupdesc, 1) == TIMESTAMPTZOID)
+					result = DatumGetTimestampTz(d);
 				*status = UPKEEP_RAN;
 			}
 			QueueAsRoleEnd(&as);
@@ -736,11 +736,11 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 			continue;
 		}
 
-		queue_next = DatumGetTimestampTz(upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
-													  "SELECT t.next_due FROM queue.queue_config c,"
-													  " LATERAL queue._tick_queue(c, cleanup => $2) t"
-													  " WHERE c.qno = $1",
-													  &status));
+		queue_next = upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
+								  "SELECT t.next_due FROM queue.queue_config c,"
+								  " LATERAL queue._tick_queue(c, cleanup => $2) t"
+								  " WHERE c.qno = $1",
+								  &status);
 		if (status == UPKEEP_FAILED)
 			continue;			/* its due time is past: not before the naptime */
 		if (status == UPKEEP_SKIPPED)
