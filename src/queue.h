@@ -257,7 +257,7 @@ extern bool QueueCountsGet(int32 qno, int64 *counts, uint64 *gen);
 extern void QueueCountsSet(int32 qno, uint64 gen, const int64 *counts);
 extern QueueState QueueStateFromName(const char *name);
 extern bool QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen);
-extern bool QueueDueSet(int32 qno, TimestampTz due, uint64 gen);
+extern bool QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only);
 extern bool QueueDueLower(int32 qno, TimestampTz at);
 extern List *QueueTakeNotifications(Oid dboid);
 

@@ -589,6 +589,8 @@ QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
  * was read, brought forward to what was noted since (QueueDueLower), and
  * says whether that changed it.  It stores nothing if it cannot tell what
  * was noted since: an unknown due time, or more than DUE_NOTED of them.
+ * With raise_only it stores only a later time than the one it finds, or
+ * over an unknown one: see QueueXactNextDue.
  */
 bool
 QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
@@ -609,7 +611,7 @@ QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
 }
 
 bool
-QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
+QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
 {
 	QueueShared *e = queue_shared_acquire(qno);
 	bool		changed = false;
@@ -626,7 +628,8 @@ QueueDueSet(int32 qno, TimestampTz due, uint64 gen)
 
 			due = at == 0 ? 0 : Min(due, at);
 		}
-		if (due != 0 && e->next_due != due)
+		if (due != 0 && e->next_due != due &&
+			(!raise_only || e->next_due == 0 || due > e->next_due))
 		{
 			e->next_due = due;
 			changed = true;

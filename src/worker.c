@@ -757,7 +757,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		 * deadline while it is past: a new one is theirs to wake for (see
 		 * queue_claim).
 		 */
-		if (QueueDueSet(known_qnos[i], queue_next, due_gen))
+		if (QueueDueSet(known_qnos[i], queue_next, due_gen, false))
 			QueueSignalWaiters(known_qnos[i]);
 		note_next(next, queue_next);
 	}
