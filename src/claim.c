@@ -491,11 +491,18 @@ queue_claim(PG_FUNCTION_ARGS)
 		/*
 		 * Wake when the queue's next scheduled job falls due, and promote it
 		 * ourselves (QueuePromoteDue): the worker's promotion would cost a
-		 * commit of its own before we were woken.  A due time already past
-		 * is the worker's to handle: it wakes us when that makes jobs ready,
-		 * and when it has found the next due time.
+		 * commit of its own before we were woken.  One waiting claim per
+		 * queue does that (QueueWaitTimed); the others are woken as it
+		 * leaves.  A due time already past is the worker's to handle: it
+		 * wakes us when that makes jobs ready, and when it has found the
+		 * next due time.
 		 */
 		if (!QueueDueGet(q->qno, &wake_at, &due_gen) || wake_at <= now_ts || wake_at > deadline)
+		{
+			QueueWaitUntimed();
+			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
+		}
+		else if (!QueueWaitTimed(q->qno, wake_at, now_ts))
 			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
 		else if (QueueWaitSleep(q->qno, wake_gen, (long) ((wake_at - now_ts) / 1000)))
 		{

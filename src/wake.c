@@ -22,7 +22,9 @@
  * consumers").  What makes that safe is in signal_slot and the comment
  * above QueueWaitBegin.  A slot on which claims of two queues have slept
  * wakes them all, as the one woken could be waiting on the other queue;
- * so does one on which a claim slept that cannot see new jobs.
+ * so does one on which a claim slept that cannot see new jobs.  Of the
+ * claims waiting for a queue's next scheduled job, one sleeps until it
+ * falls due (QueueWaitTimed), and a new due time wakes one.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,6 +57,7 @@ typedef struct QueueWaitSlot
 	pg_atomic_uint64 left_at;	/* when one of them last returned */
 	pg_atomic_uint64 tag;		/* wait_tag() of the first queue slept on */
 	pg_atomic_uint32 shared;	/* claims that may not take its jobs slept here */
+	pg_atomic_uint64 timer;		/* the due time one claim sleeps until, or 0 */
 } QueueWaitSlot;
 
 typedef struct QueueWakeShared
@@ -67,6 +70,18 @@ typedef struct QueueWakeShared
 } QueueWakeShared;
 
 static QueueWakeShared *wake = NULL;
+
+static QueueWaitSlot *my_wait = NULL;
+static int	my_wait_nest;		/* the (sub)transaction the claim runs in */
+
+/* The slot a waiting claim last prepared to sleep on, and its counter then. */
+static QueueWaitSlot *my_sleep = NULL;
+static uint64 my_sleep_gen;
+static int	my_sleep_nest;
+
+/* The slot whose timer this claim is (QueueWaitTimed), and for when. */
+static QueueWaitSlot *my_timer_slot = NULL;
+static TimestampTz my_timer = 0;
 
 /* In a database worker: the registrations its database had when it came. */
 static uint32 attached_reg_gen = 0;
@@ -96,6 +111,7 @@ QueueWakeShmemInit(void)
 			pg_atomic_init_u64(&wake->waits[i].left_at, 0);
 			pg_atomic_init_u64(&wake->waits[i].tag, 0);
 			pg_atomic_init_u32(&wake->waits[i].shared, 0);
+			pg_atomic_init_u64(&wake->waits[i].timer, 0);
 		}
 	}
 }
@@ -213,6 +229,20 @@ wait_slot(int32 qno)
 }
 
 /*
+ * Move a slot's counter.  A claim that moves it during its own look (its
+ * promotion found the next due time) has not missed anything by it: only
+ * a move by someone else makes it look again or hand a wakeup on.
+ */
+static void
+bump_gen(QueueWaitSlot *w)
+{
+	uint64		was = pg_atomic_fetch_add_u64(&w->gen, 1);
+
+	if (my_sleep == w && was == my_sleep_gen)
+		my_sleep_gen = was + 1;
+}
+
+/*
  * Wake claims waiting on a slot's queue for n jobs it has now; n <= 0 wakes
  * them all.  The counter moves first, so that a claim between its look at the
  * queue and its sleep does not sleep (QueueWaitSleep): such a claim is
@@ -226,7 +256,7 @@ wait_slot(int32 qno)
 static void
 signal_slot(QueueWaitSlot *w, int64 n)
 {
-	pg_atomic_fetch_add_u64(&w->gen, 1);
+	bump_gen(w);
 	if (n <= 0 || n >= WAKE_ALL_FROM || pg_atomic_read_u32(&w->shared) != 0)
 		ConditionVariableBroadcast(&w->cv);
 	else
@@ -234,12 +264,98 @@ signal_slot(QueueWaitSlot *w, int64 n)
 			ConditionVariableSignal(&w->cv);
 }
 
-/* Wake the claims waiting on queue qno (claim(wait =>)). */
+/*
+ * Wake one claim waiting on slot w (all of them on a shared slot), to time
+ * its sleep to the queue's due time.  Not ourselves: a claim that signals
+ * while on the list (its promotion stored the next due time) could be the
+ * one woken, and would then swallow the wakeup.  Off the list, it looks
+ * again before it sleeps, since its sleep begins with a spurious return.
+ */
+static void
+signal_timer(QueueWaitSlot *w)
+{
+	if (my_sleep == w)
+		ConditionVariableCancelSleep();
+	bump_gen(w);
+	if (pg_atomic_read_u32(&w->shared) != 0)
+		ConditionVariableBroadcast(&w->cv);
+	else
+		ConditionVariableSignal(&w->cv);
+}
+
+/*
+ * Queue qno's due time changed, or is past and unhandled: wake a waiting
+ * claim to promote the jobs or to time its sleep to the new due time
+ * (QueueWaitTimed).
+ */
 void
-QueueSignalWaiters(int32 qno)
+QueueSignalDue(int32 qno)
 {
 	if (wake != NULL)
-		signal_slot(wait_slot(qno), 0);
+		signal_timer(wait_slot(qno));
+}
+
+/*
+ * No longer the timer of a slot.  A claim that gives up a due time still
+ * to come wakes another to take it on, unless it is only moving to another
+ * due time (QueueWaitTimed).
+ */
+static void
+timer_release(bool hand_on)
+{
+	uint64		mine = (uint64) my_timer;
+	QueueWaitSlot *w = my_timer_slot;
+
+	if (w == NULL)
+		return;
+	my_timer_slot = NULL;
+	my_timer = 0;
+	if (pg_atomic_compare_exchange_u64(&w->timer, &mine, 0) && hand_on &&
+		(TimestampTz) mine > GetCurrentTimestamp())
+		signal_timer(w);
+}
+
+/*
+ * Whether a waiting claim of queue qno, whose due time at is after now and
+ * before the claim's deadline, should sleep until then.  One claim per
+ * queue does: with every claim timed to the due time, 32 claims waiting
+ * on a queue whose jobs fell due 200 times a second all woke for each job
+ * (docs/design.md, "Waking consumers").  The others sleep until woken;
+ * the timer wakes one of them whenever it leaves before its time (it
+ * returned with other jobs, reached its deadline, or failed), and so does
+ * every change of the due time (QueueSignalDue).  A timer for a time
+ * already past is free; an earlier due time takes the timer over.  On a
+ * shared slot the timer could be for another queue's due time: every claim
+ * sleeps to its own.
+ */
+bool
+QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now)
+{
+	QueueWaitSlot *w = wait_slot(qno);
+	uint64		cur;
+
+	if (my_timer_slot == w && my_timer == at &&
+		pg_atomic_read_u64(&w->timer) == (uint64) at)
+		return true;
+	timer_release(false);
+	if (pg_atomic_read_u32(&w->shared) != 0)
+		return true;
+	cur = pg_atomic_read_u64(&w->timer);
+	do
+	{
+		if (cur != 0 && (TimestampTz) cur > now && (TimestampTz) cur <= at)
+			return false;
+	} while (!pg_atomic_compare_exchange_u64(&w->timer, &cur, (uint64) at));
+	my_timer_slot = w;
+	my_timer = at;
+	return true;
+}
+
+/* A waiting claim sleeps until woken or its deadline: not a timer. */
+void
+QueueWaitUntimed(void)
+{
+	timer_release(true);
 }
 
 
@@ -287,13 +403,6 @@ QueueSignalClaimerExit(void)
 }
 
 /* The slot this backend counts itself a waiter of, between begin and done. */
-static QueueWaitSlot *my_wait = NULL;
-static int	my_wait_nest;		/* the (sub)transaction the claim runs in */
-
-/* The slot a waiting claim last prepared to sleep on, and its counter then. */
-static QueueWaitSlot *my_sleep = NULL;
-static uint64 my_sleep_gen;
-static int	my_sleep_nest;
 
 /*
  * claim(wait =>) support.  A claim that may wait counts itself a waiter
@@ -337,6 +446,7 @@ QueueWaitAtEnd(int nest)
 		/* (the abort has taken us off the condition variable's list) */
 		signal_slot(my_sleep, 1);
 		my_sleep = NULL;
+		timer_release(true);
 	}
 	if (my_wait == NULL || (nest > 0 && nest > my_wait_nest))
 		return;
@@ -416,6 +526,7 @@ QueueWaitDone(void)
 	if (my_sleep != NULL && pg_atomic_read_u64(&my_sleep->gen) != my_sleep_gen)
 		signal_slot(my_sleep, 1);
 	my_sleep = NULL;
+	timer_release(true);
 	QueueWaitAtEnd(0);
 }
 

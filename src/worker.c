@@ -758,7 +758,7 @@ run_upkeep(bool orphans, bool cleanup, TimestampTz *next)
 		 * queue_claim).
 		 */
 		if (QueueDueSet(known_qnos[i], queue_next, due_gen, false))
-			QueueSignalWaiters(known_qnos[i]);
+			QueueSignalDue(known_qnos[i]);
 		note_next(next, queue_next);
 	}
 

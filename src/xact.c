@@ -232,7 +232,7 @@ QueueXactNextDue(int32 qno, TimestampTz promoted_at, TimestampTz due, uint64 gen
 	if (p->promoted_at == 0 || promoted_at < p->promoted_at)
 		p->promoted_at = promoted_at;
 	if (QueueDueSet(qno, due, gen, false))
-		QueueSignalWaiters(qno);
+		QueueSignalDue(qno);
 }
 
 void
@@ -332,7 +332,7 @@ apply_abort(PendingQueue *p)
 	if (p->took || p->reset || p->unskip)
 		QueueSignalReady(p->qno, 0);
 	else if (p->promoted_at != 0)
-		QueueSignalWaiters(p->qno);
+		QueueSignalDue(p->qno);
 }
 
 static void
@@ -402,7 +402,7 @@ apply_commit(PendingQueue *p)
 		 * an earlier one is theirs to wake for (see queue_claim).
 		 */
 		if (QueueDueLower(p->qno, p->scheduled_at) && p->jobs_due)
-			QueueSignalWaiters(p->qno);
+			QueueSignalDue(p->qno);
 		QueueSignalScheduled(p->scheduled_at);
 	}
 	if (p->claimed)

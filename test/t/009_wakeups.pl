@@ -9,9 +9,15 @@
 # reaches claims waiting on another queue whose wait slot is the same, of
 # this database or of another (such slots wake everyone), or claims that
 # cannot see the job (REPEATABLE READ); and a freed max_running slot, which
-# makes no job ready but must wake a claim that found none free.  Each case has its claims wait 30 s and expects the job
-# taken within a few: a lost wakeup would leave it until a wait ends.  The
+# makes no job ready but must wake a claim that found none free.  Each
+# case has its claims wait 30 s and expects the job taken within a few: a
+# lost wakeup would leave it until a wait ends.  The
 # worker's naptime is an hour, so that nothing else wakes the claims.
+#
+# Of the claims waiting for a scheduled job, only one sleeps until its due
+# time.  With the worker stopped, the last part checks that no due time is
+# left without one: jobs falling due one after another, a due time brought
+# forward, and a timed claim that leaves with a job that became ready.
 
 use strict;
 use warnings;
@@ -248,6 +254,112 @@ $w[3]->query(qq{SELECT queue.complete($running)});
 ($out) = $w[0]->wait(5);
 is($out, '16', 'completing the running job wakes the claim waiting for a slot');
 note sprintf('taken after %.3f s', time - $t0);
+
+# ------------------------------------- scheduled jobs: one claim is timed
+
+# One waiting claim per queue sleeps until the queue's due time, the others
+# until woken (QueueWaitTimed).  The worker is stopped (SIGSTOP) for this
+# part, since it steps in 10 ms after a due time that waiting claims left:
+# here a due time nobody was timed to would leave its job until a deadline.
+$node->safe_psql('postgres', q{SELECT queue.create('s')});
+my $wpid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'postgres'});
+# First the worker's look makes the new queue's due time known (nothing
+# scheduled): a due time is only lowered from a known one.
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', '{"n": 20}', run_at => clock_timestamp() + interval '0.2 s')});
+is($w[0]->query(q{SELECT payload->>'n' FROM queue.claim('s', 1, wait => '10 s')}), '20',
+	'the worker promotes the first scheduled job of a new queue');
+ok(kill('STOP', $wpid), 'the worker is stopped');
+# (a stopped worker would hold up the node's shutdown if a test died)
+END { kill('CONT', $wpid) if $wpid; }
+
+# Collects the jobs the claims of sessions @s return within $secs, or
+# until job $want is among them: a hash of job (payload n) => session name.
+sub collect
+{
+	my ($secs, $want, @s) = @_;
+	my (%by, %done);
+	my $deadline = time + $secs;
+	while (keys %done < @s && time < $deadline && !(defined $want && defined $by{$want}))
+	{
+		for my $s (grep { !$done{ $_->{app} } } @s)
+		{
+			my ($out) = $s->wait(0.05);
+			next unless defined $out;
+			$done{ $s->{app} } = 1;
+			$by{$out} = $s->{app} if $out ne '';
+		}
+	}
+	return %by;
+}
+
+# How late (s) the claim of job n (payload) came: its claimed_at - run_at.
+sub late
+{
+	my ($n) = @_;
+	return $mon->query(
+		qq{SELECT extract(epoch FROM claimed_at - run_at) FROM queue.jobs WHERE queue = 's' AND payload->>'n' = '$n'});
+}
+
+# Three jobs due 0.3 s apart, three claims waiting: the claim timed to each
+# due time takes the job and, promoting it, publishes the next due time and
+# wakes one claim to be timed to it.
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', jsonb_build_object('n', 20 + i), run_at => clock_timestamp() + interval '2 s' + i * interval '0.3 s')
+	    FROM generate_series(1, 3) i});
+start_waiting($_, 's') for @w[ 0 .. 2 ];
+my %by = collect(10, undef, @w[ 0 .. 2 ]);
+is_deeply([ sort keys %by ], [ 21, 22, 23 ], 'three jobs falling due one after another are taken');
+for my $n (21 .. 23)
+{
+	my $late = late($n);
+	ok($late ne '' && $late < 0.5, "job $n within 0.5 s of its due time");
+	note "job $n was taken $late s after its due time";
+}
+
+# A due time brought forward wakes a claim to be timed to it: the claim
+# timed to the later one must not sleep through it.
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', '{"n": 24}', run_at => clock_timestamp() + interval '10 min')});
+start_waiting($_, 's') for @w[ 0 .. 1 ];
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', '{"n": 25}', run_at => clock_timestamp() + interval '1 s')});
+%by = collect(4, 25, @w[ 0 .. 1 ]);
+is_deeply([ keys %by ], [25], 'a job due before the queue\'s due time is taken, by one claim');
+my $late = late(25);
+ok($late ne '' && $late < 0.5, 'within 0.5 s of its due time');
+note "taken $late s after its due time";
+$node->safe_psql('postgres', q{SELECT queue.enqueue('s', '{"n": 26}')});
+%by = (%by, collect(4, 26, @w[ 0 .. 1 ]));
+ok(defined $by{26}, 'the other claim takes a ready job');
+
+# The timed claim leaves early, with a job that became ready: it wakes
+# another claim to be timed in its stead.  The first claim to sleep is the
+# timed one, and the first the commit wakes (with a spare); it usually
+# takes the job.  Five rounds.
+for my $round (1 .. 5)
+{
+	my $n = 30 + $round;
+	my $ready = 40 + $round;
+	$node->safe_psql('postgres',
+		qq{SELECT queue.enqueue('s', '{"n": $n}', run_at => clock_timestamp() + interval '2 s')});
+	start_waiting($_, 's') for @w[ 1 .. 3 ];
+	$node->safe_psql('postgres', qq{SELECT queue.enqueue('s', '{"n": $ready}')});
+	%by = collect(2, $ready, @w[ 1 .. 3 ]);
+	ok(defined $by{$ready}, "round $round: a claim takes the job that became ready");
+	my @still = grep { my $app = $_->{app}; !grep { $_ eq $app } values %by } @w[ 1 .. 3 ];
+	%by = (%by, collect(4, $n, @still));
+	ok(defined $by{$n}, "round $round: another takes the scheduled one");
+	$late = late($n);
+	ok($late ne '' && $late < 0.5, "round $round: within 0.5 s of its due time");
+	note "round $round: the ready job went to $by{$ready}, the scheduled one to "
+	  . ($by{$n} // 'nobody') . ", $late s after its due time";
+	@still = grep { my $app = $_->{app}; !grep { $_ eq $app } values %by } @w[ 1 .. 3 ];
+	$node->safe_psql('postgres', qq{SELECT queue.enqueue('s', '{"n": 50}')}) for @still;
+	collect(4, undef, @still);
+}
+ok(kill('CONT', $wpid), 'the worker goes on');
 
 $_->close for @w, @o, $x, $mon;
 $node->stop;
