@@ -493,13 +493,18 @@ queue_claim(PG_FUNCTION_ARGS)
 		 * ourselves (QueuePromoteDue): the worker's promotion would cost a
 		 * commit of its own before we were woken.  One waiting claim per
 		 * queue does that (QueueWaitTimed); the others are woken as it
-		 * leaves.  A due time already past is the worker's to handle: it
-		 * wakes us when that makes jobs ready, and when it has found the
-		 * next due time.
+		 * leaves.  Not one that cannot promote: in a transaction block,
+		 * with max_running, a claim promotes nothing (see claim_once), and
+		 * one of a paused queue does not look.  A due time already past is
+		 * the worker's to handle: it wakes us when that makes jobs ready,
+		 * and when it has found the next due time.
 		 */
-		if (!QueueDueGet(q->qno, &wake_at, &due_gen) || wake_at <= now_ts || wake_at > deadline)
+		if (!QueueDueGet(q->qno, &wake_at, &due_gen))
+			wake_at = 0;
+		if (wake_at <= now_ts || wake_at > deadline || q->paused ||
+			(IsTransactionBlock() && q->max_running > 0))
 		{
-			QueueWaitUntimed();
+			QueueWaitUntimed(wake_at, now_ts);
 			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
 		}
 		else if (!QueueWaitTimed(q->qno, wake_at, now_ts))

@@ -301,7 +301,7 @@ extern void QueueWaitAtEnd(int nest);
 extern bool QueueWaitersPresent(int32 qno, TimestampTz since);
 extern uint64 QueueWaitPrepare(int32 qno, bool blind);
 extern bool QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now);
-extern void QueueWaitUntimed(void);
+extern void QueueWaitUntimed(TimestampTz due, TimestampTz now);
 extern bool QueueWaitSleep(int32 qno, uint64 gen, long timeout_ms);
 extern void QueueWaitDone(void);
 extern bool QueueLauncherAttach(struct Latch *latch);

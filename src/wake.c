@@ -83,6 +83,9 @@ static int	my_sleep_nest;
 static QueueWaitSlot *my_timer_slot = NULL;
 static TimestampTz my_timer = 0;
 
+/* The due time this backend last woke another claim to be timed to. */
+static TimestampTz my_passed = 0;
+
 /* In a database worker: the registrations its database had when it came. */
 static uint32 attached_reg_gen = 0;
 
@@ -269,7 +272,7 @@ signal_slot(QueueWaitSlot *w, int64 n)
  * its sleep to the queue's due time.  Not ourselves: a claim that signals
  * while on the list (its promotion stored the next due time) could be the
  * one woken, and would then swallow the wakeup.  Off the list, it looks
- * again before it sleeps, since its sleep begins with a spurious return.
+ * again before it sleeps: the counter moved since it prepared to.
  */
 static void
 signal_timer(QueueWaitSlot *w)
@@ -298,21 +301,27 @@ QueueSignalDue(int32 qno)
 /*
  * No longer the timer of a slot.  A claim that gives up a due time still
  * to come wakes another to take it on, unless it is only moving to another
- * due time (QueueWaitTimed).
+ * due time (QueueWaitTimed), or another claim has taken the timer over.
+ * One taken over and then freed again (an earlier time came and went) is
+ * handed on too.  Returns whether it woke a claim.
  */
-static void
+static bool
 timer_release(bool hand_on)
 {
-	uint64		mine = (uint64) my_timer;
 	QueueWaitSlot *w = my_timer_slot;
+	TimestampTz mine = my_timer;
+	uint64		cur = (uint64) mine;
 
 	if (w == NULL)
-		return;
+		return false;
 	my_timer_slot = NULL;
 	my_timer = 0;
-	if (pg_atomic_compare_exchange_u64(&w->timer, &mine, 0) && hand_on &&
-		(TimestampTz) mine > GetCurrentTimestamp())
-		signal_timer(w);
+	if (!pg_atomic_compare_exchange_u64(&w->timer, &cur, 0) && cur != 0)
+		return false;
+	if (!hand_on || mine <= GetCurrentTimestamp())
+		return false;
+	signal_timer(w);
+	return true;
 }
 
 /*
@@ -351,11 +360,30 @@ QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now)
 	return true;
 }
 
-/* A waiting claim sleeps until woken or its deadline: not a timer. */
+/*
+ * A waiting claim sleeps until woken or its deadline, not until the queue's
+ * due time due (0 if unknown or past): it cannot wait that long, or cannot
+ * promote (a claim in a transaction block on a queue with max_running, or
+ * on a paused queue).  If the due time is to come and no claim is timed
+ * to it (or to an earlier one), this one may have been woken to be: it
+ * wakes another instead.
+ * Once per due time, so that claims none of which can take the timer pass
+ * the wakeup round once, not for ever.
+ */
 void
-QueueWaitUntimed(void)
+QueueWaitUntimed(TimestampTz due, TimestampTz now)
 {
-	timer_release(true);
+	QueueWaitSlot *w = my_sleep;
+	uint64		cur;
+
+	if (timer_release(true) || w == NULL || due <= now || due == DT_NOEND ||
+		due == my_passed || pg_atomic_read_u32(&w->shared) != 0)
+		return;
+	cur = pg_atomic_read_u64(&w->timer);
+	if (cur != 0 && (TimestampTz) cur > now && (TimestampTz) cur <= due)
+		return;
+	my_passed = due;
+	signal_timer(w);
 }
 
 

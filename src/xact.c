@@ -212,9 +212,11 @@ note_due(int32 qno, TimestampTz at, bool job)
  * until then the due time is that of the jobs we hold, and they would
  * sleep until we commit or the worker steps in.  Stored again at commit,
  * over whatever a look that still saw our jobs as scheduled stored
- * meanwhile, which is earlier than ours; but not over a later one: a
- * claim that promoted the next jobs while we went on to commit stored
- * that, and ours, put back, was a due time already past, which waiting
+ * meanwhile.  Both stores only raise the due time: ours is at or before
+ * every job still scheduled (our snapshot saw the jobs whose due times
+ * were noted before gen, QueueDueSet takes in those noted since), so a
+ * later time is that of a claim that promoted our next jobs meanwhile.
+ * Put back over that, ours was a due time already past, which waiting
  * claims leave to the worker (about 1% of the jobs of a stream due 200
  * times a second were late by the worker's grace, 10 ms).  If we abort,
  * our jobs are due again (apply_abort).
@@ -231,7 +233,7 @@ QueueXactNextDue(int32 qno, TimestampTz promoted_at, TimestampTz due, uint64 gen
 	p->next_due_gen = gen;
 	if (p->promoted_at == 0 || promoted_at < p->promoted_at)
 		p->promoted_at = promoted_at;
-	if (QueueDueSet(qno, due, gen, false))
+	if (QueueDueSet(qno, due, gen, true))
 		QueueSignalDue(qno);
 }
 

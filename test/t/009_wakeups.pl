@@ -17,7 +17,8 @@
 # Of the claims waiting for a scheduled job, only one sleeps until its due
 # time.  With the worker stopped, the last part checks that no due time is
 # left without one: jobs falling due one after another, a due time brought
-# forward, and a timed claim that leaves with a job that became ready.
+# forward, a timed claim that leaves with a job that became ready, and a
+# claim woken to be timed that cannot wait that long.
 
 use strict;
 use warnings;
@@ -359,6 +360,22 @@ for my $round (1 .. 5)
 	$node->safe_psql('postgres', qq{SELECT queue.enqueue('s', '{"n": 50}')}) for @still;
 	collect(4, undef, @still);
 }
+# A due time brought forward wakes one claim, the one that slept longest.
+# Here that claim's wait ends before the new due time, so it cannot be
+# timed to it: it must wake another, or the claim timed to the later due
+# time would sleep through the earlier one.
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', '{"n": 60}', run_at => clock_timestamp() + interval '20 s')});
+start_waiting($w[1], 's', '1.5 s');
+start_waiting($w[2], 's');
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('s', '{"n": 61}', run_at => clock_timestamp() + interval '2 s')});
+%by = collect(5, 61, @w[ 1 .. 2 ]);
+is($by{61}, 'w3', 'the claim that can wait takes a job brought forward past the first claim\'s wait');
+$late = late(61);
+ok($late ne '' && $late < 0.5, 'within 0.5 s of its due time');
+note "taken $late s after its due time";
+
 ok(kill('CONT', $wpid), 'the worker goes on');
 
 $_->close for @w, @o, $x, $mon;
