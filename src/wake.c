@@ -71,6 +71,7 @@ typedef struct QueueWakeShared
 
 static QueueWakeShared *wake = NULL;
 
+/* The slot this backend counts itself a waiter of, between begin and done. */
 static QueueWaitSlot *my_wait = NULL;
 static int	my_wait_nest;		/* the (sub)transaction the claim runs in */
 
@@ -366,9 +367,8 @@ QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now)
  * promote (a claim in a transaction block on a queue with max_running, or
  * on a paused queue).  If the due time is to come and no claim is timed
  * to it (or to an earlier one), this one may have been woken to be: it
- * wakes another instead.
- * Once per due time, so that claims none of which can take the timer pass
- * the wakeup round once, not for ever.
+ * wakes another instead, once per due time, so that claims none of which
+ * can take the timer pass the wakeup round once, not for ever.
  */
 void
 QueueWaitUntimed(TimestampTz due, TimestampTz now)
@@ -429,8 +429,6 @@ QueueSignalClaimerExit(void)
 	if (wake != NULL)
 		wake_db(MyDatabaseId, false, false, true, 0);
 }
-
-/* The slot this backend counts itself a waiter of, between begin and done. */
 
 /*
  * claim(wait =>) support.  A claim that may wait counts itself a waiter
