@@ -495,13 +495,16 @@ queue_claim(PG_FUNCTION_ARGS)
 		 * queue does that (QueueWaitTimed); the others are woken as it
 		 * leaves.  Not one that cannot promote: in a transaction block,
 		 * with max_running, a claim promotes nothing (see claim_once), and
-		 * one of a paused queue does not look.  A due time already past is
+		 * one of a paused queue does not look (the worker promotes its
+		 * jobs, as no claim can take them).  A due time already past is
 		 * the worker's to handle: it wakes us when that makes jobs ready,
 		 * and when it has found the next due time.
 		 */
 		if (!QueueDueGet(q->qno, &wake_at, &due_gen))
 			wake_at = 0;
-		if (wake_at <= now_ts || wake_at > deadline || q->paused ||
+		if (q->paused)
+			wake_at = 0;		/* no claim of it need be timed */
+		if (wake_at <= now_ts || wake_at > deadline ||
 			(IsTransactionBlock() && q->max_running > 0))
 		{
 			QueueWaitUntimed(wake_at, now_ts);

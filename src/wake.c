@@ -58,6 +58,7 @@ typedef struct QueueWaitSlot
 	pg_atomic_uint64 tag;		/* wait_tag() of the first queue slept on */
 	pg_atomic_uint32 shared;	/* claims that may not take its jobs slept here */
 	pg_atomic_uint64 timer;		/* the due time one claim sleeps until, or 0 */
+	pg_atomic_uint32 timer_gen;	/* moves whenever a claim takes or frees it */
 } QueueWaitSlot;
 
 typedef struct QueueWakeShared
@@ -84,8 +85,12 @@ static int	my_sleep_nest;
 static QueueWaitSlot *my_timer_slot = NULL;
 static TimestampTz my_timer = 0;
 
-/* The due time this backend last woke another claim to be timed to. */
+/*
+ * The due time this backend last woke another claim to be timed to, and
+ * the slot's timer_gen then.
+ */
 static TimestampTz my_passed = 0;
+static uint32 my_passed_gen = 0;
 
 /* In a database worker: the registrations its database had when it came. */
 static uint32 attached_reg_gen = 0;
@@ -116,6 +121,7 @@ QueueWakeShmemInit(void)
 			pg_atomic_init_u64(&wake->waits[i].tag, 0);
 			pg_atomic_init_u32(&wake->waits[i].shared, 0);
 			pg_atomic_init_u64(&wake->waits[i].timer, 0);
+			pg_atomic_init_u32(&wake->waits[i].timer_gen, 0);
 		}
 	}
 }
@@ -319,6 +325,7 @@ timer_release(bool hand_on)
 	my_timer = 0;
 	if (!pg_atomic_compare_exchange_u64(&w->timer, &cur, 0) && cur != 0)
 		return false;
+	pg_atomic_fetch_add_u32(&w->timer_gen, 1);
 	if (!hand_on || mine <= GetCurrentTimestamp())
 		return false;
 	signal_timer(w);
@@ -356,6 +363,7 @@ QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now)
 		if (cur != 0 && (TimestampTz) cur > now && (TimestampTz) cur <= at)
 			return false;
 	} while (!pg_atomic_compare_exchange_u64(&w->timer, &cur, (uint64) at));
+	pg_atomic_fetch_add_u32(&w->timer_gen, 1);
 	my_timer_slot = w;
 	my_timer = at;
 	return true;
@@ -367,22 +375,27 @@ QueueWaitTimed(int32 qno, TimestampTz at, TimestampTz now)
  * promote (a claim in a transaction block on a queue with max_running, or
  * on a paused queue).  If the due time is to come and no claim is timed
  * to it (or to an earlier one), this one may have been woken to be: it
- * wakes another instead, once per due time, so that claims none of which
- * can take the timer pass the wakeup round once, not for ever.
+ * wakes another instead.  Once per due time and round of the timer (it
+ * was taken or freed since), so that claims none of which can take it
+ * pass the wakeup round once, not for ever.
  */
 void
 QueueWaitUntimed(TimestampTz due, TimestampTz now)
 {
 	QueueWaitSlot *w = my_sleep;
 	uint64		cur;
+	uint32		gen;
 
 	if (timer_release(true) || w == NULL || due <= now || due == DT_NOEND ||
-		due == my_passed || pg_atomic_read_u32(&w->shared) != 0)
+		pg_atomic_read_u32(&w->shared) != 0)
 		return;
+	gen = pg_atomic_read_u32(&w->timer_gen);
 	cur = pg_atomic_read_u64(&w->timer);
-	if (cur != 0 && (TimestampTz) cur > now && (TimestampTz) cur <= due)
+	if ((cur != 0 && (TimestampTz) cur > now && (TimestampTz) cur <= due) ||
+		(due == my_passed && gen == my_passed_gen))
 		return;
 	my_passed = due;
+	my_passed_gen = gen;
 	signal_timer(w);
 }
 
