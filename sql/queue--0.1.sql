@@ -161,8 +161,10 @@ CREATE FUNCTION queue._tick_expire(qno int, batch int, max_attempts int, t times
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'queue_tick_expire';
 
-CREATE FUNCTION queue._tick_promote(qno int, batch int, t timestamptz,
-    OUT promoted bigint, OUT left_due boolean)
+-- (the claims' own promotion: see promote_due in src/claim.c)
+CREATE FUNCTION queue._tick_promote(qno int, t timestamptz, batch_due timestamptz, left_at timestamptz,
+    batch int, OUT promoted bigint, OUT priority int, OUT rank bigint, OUT next_due timestamptz,
+    OUT left_due boolean)
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'queue_tick_promote';
 
@@ -1370,7 +1372,7 @@ BEGIN
     -- snapshot still shows it as due and scheduled (left_due), and the
     -- cursor must go back to it when we end (src/claim.c, promote_due).
     SELECT x.promoted, x.left_due INTO promoted, left_due
-      FROM queue._tick_promote(r.qno, batch, t) x;
+      FROM queue._tick_promote(r.qno, t, NULL, NULL, batch) x;
     PERFORM queue._count(r.qno, 'scheduled', 'ready', promoted);
 
     deleted := 0;

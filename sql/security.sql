@@ -281,7 +281,7 @@ SELECT queue._lock_config(:sec_qno);
 SELECT queue._set_archive_seg(:sec_qno, 1, ARRAY[now()]);
 -- upkeep's statements run as their caller, whom the tables' rights refuse
 SELECT * FROM queue._tick_expire(:sec_qno, 10, 3, now());
-SELECT * FROM queue._tick_promote(:sec_qno, 10, now());
+SELECT * FROM queue._tick_promote(:sec_qno, now(), NULL, NULL, 10);
 SELECT queue._tick_next_due(:sec_qno, now(), 0, 10, '1 s');
 SELECT queue._tick_lease_due(:sec_qno);
 SELECT queue.set_owner('sec_q', 'regress_queue_nobody');
@@ -296,7 +296,7 @@ SET ROLE regress_queue_nobody;
 -- nor for queues that do not exist (their shared state would be made)
 SELECT queue._reset_cursor(999999);
 SELECT queue._unskip_cursor(999999);
-SELECT * FROM queue._tick_promote(999999, 10, now());
+SELECT * FROM queue._tick_promote(999999, now(), NULL, NULL, 10);
 SELECT queue._count(0, 'ready', 'dead', 1);
 SELECT queue._lock_group(-1, 'g');
 RESET ROLE;

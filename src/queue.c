@@ -439,45 +439,12 @@ queue_tick_expire(PG_FUNCTION_ARGS)
 	return run_tick_plan(fcinfo, PLAN_TICK_EXPIRE, true);
 }
 
-/*
- * queue._tick_promote(qno, batch, t): the claims' own promotion statement
- * (PLAN_PROMOTE), of which upkeep wants how many it promoted and whether
- * it left a due job behind; upkeep finds the next due time itself.
- */
+/* queue._tick_promote: the claims' own promotion statement (PLAN_PROMOTE). */
 PG_FUNCTION_INFO_V1(queue_tick_promote);
 Datum
 queue_tick_promote(PG_FUNCTION_ARGS)
 {
-	Datum		args[4];
-	char		nulls[4] = {' ', 'n', 'n', ' '};
-	Datum		values[2];
-	bool		isnull[2] = {false, false};
-	TupleDesc	desc;
-	QueueInfo  *q;
-	Oid			relid;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("queue number, batch and time must not be null"),
-				 errhint("queue._tick_queue calls this; call queue.tick() instead.")));
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("queue._tick_promote must return a record")));
-	args[0] = PG_GETARG_DATUM(2);
-	args[1] = args[2] = (Datum) 0;
-	args[3] = PG_GETARG_DATUM(1);
-	QueueSpiBegin();
-	q = queue_with_table(PG_GETARG_INT32(0), &relid);
-	queue_spi_check(SPI_execute_plan(QueueGetPlan(q, PLAN_PROMOTE), args, nulls, false, 1),
-					SPI_OK_SELECT, 1, "promote scheduled jobs", q->name);
-	values[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull[0]);
-	values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull[1]);
-	/* (by value, or the count's int8 where it is not: copied out of SPI) */
-	values[0] = SPI_datumTransfer(values[0], FLOAT8PASSBYVAL, sizeof(int64));
-	QueueSpiEnd();
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, isnull)));
+	return run_tick_plan(fcinfo, PLAN_PROMOTE, true);
 }
 
 PG_FUNCTION_INFO_V1(queue_tick_next_due);
