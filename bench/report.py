@@ -304,6 +304,16 @@ def why(w, v, c, peer):
              % (fmt(qf), fmt(qb), the(peer)))
         if pb is not None:
             t += "; its consumers wrote %s bytes of WAL per job while they ran" % fmt(pb)
+        if peer == "graphile":
+            # graphile-worker's worker.js calls completeJob(job) without awaiting it, then fetches the next
+            t += (". But graphile-worker does not wait for a job's completion to commit before it fetches the next "
+                  "job (its worker calls completeJob() without awaiting it), so each worker has two commits in "
+                  "flight at once, which share the disk's flushes")
+            o = med(w, v, peer, c, "throughput")
+            one = med("enqueue", "1 job/txn", "floor", "1", "throughput")
+            if o and one and str(c) == "1":
+                t += (": %s jobs/s at two commits each is %s commits a second, where one session committing in "
+                      "turn reached %s (the raw floor's single-job enqueue, 1 client)" % (fmt(o), fmt(2 * o), fmt(one)))
         return t + ". Such cells move with the VM's flush rate, within a run as between runs."
     if w in ("payload drain", "drain") and qb and base and qb > 1.3 * base:
         na = med(w, v, "queue_noarch", c, "throughput")
