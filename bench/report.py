@@ -305,7 +305,6 @@ def why(w, v, c, peer):
         if pb is not None:
             t += "; its consumers wrote %s bytes of WAL per job while they ran" % fmt(pb)
         if peer == "graphile":
-            # graphile-worker's worker.js calls completeJob(job) without awaiting it, then fetches the next
             t += (". But graphile-worker does not wait for a job's completion to commit before it fetches the next "
                   "job (its worker calls completeJob() without awaiting it), so each worker has two commits in "
                   "flight at once, which share the disk's flushes")

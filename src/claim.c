@@ -446,6 +446,7 @@ queue_claim(PG_FUNCTION_ARGS)
 		TimestampTz now_ts;
 		TimestampTz wake_at;
 		uint64		due_gen;
+		bool		timed;
 
 		if (wait_ms > 0)
 			wake_gen = QueueWaitPrepare(q->qno, blind);
@@ -500,17 +501,17 @@ queue_claim(PG_FUNCTION_ARGS)
 		 * the worker's to handle: it wakes us when that makes jobs ready,
 		 * and when it has found the next due time.
 		 */
-		if (!QueueDueGet(q->qno, &wake_at, &due_gen))
+		if (q->paused || !QueueDueGet(q->qno, &wake_at, &due_gen))
 			wake_at = 0;
-		if (q->paused)
-			wake_at = 0;		/* no claim of it need be timed */
 		if (wake_at <= now_ts || wake_at > deadline ||
 			(IsTransactionBlock() && q->max_running > 0))
 		{
 			QueueWaitUntimed(wake_at, now_ts);
-			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
+			timed = false;
 		}
-		else if (!QueueWaitTimed(q->qno, wake_at, now_ts))
+		else
+			timed = QueueWaitTimed(q->qno, wake_at, now_ts);
+		if (!timed)
 			(void) QueueWaitSleep(q->qno, wake_gen, (long) ((deadline - now_ts + 999) / 1000));
 		else if (QueueWaitSleep(q->qno, wake_gen, (long) ((wake_at - now_ts) / 1000)))
 		{

@@ -295,6 +295,14 @@ sub collect
 	return %by;
 }
 
+# The sessions of @s that took none of the jobs in %$by (from collect).
+sub idle_of
+{
+	my ($by, @s) = @_;
+	my %took = map { $_ => 1 } values %$by;
+	return grep { !$took{ $_->{app} } } @s;
+}
+
 # How late (s) the claim of job n (payload) came: its claimed_at - run_at.
 sub late
 {
@@ -349,14 +357,14 @@ for my $round (1 .. 5)
 	$node->safe_psql('postgres', qq{SELECT queue.enqueue('s', '{"n": $ready}')});
 	%by = collect(2, $ready, @w[ 1 .. 3 ]);
 	ok(defined $by{$ready}, "round $round: a claim takes the job that became ready");
-	my @still = grep { my $app = $_->{app}; !grep { $_ eq $app } values %by } @w[ 1 .. 3 ];
+	my @still = idle_of(\%by, @w[ 1 .. 3 ]);
 	%by = (%by, collect(4, $n, @still));
 	ok(defined $by{$n}, "round $round: another takes the scheduled one");
 	$late = late($n);
 	ok($late ne '' && $late < 0.5, "round $round: within 0.5 s of its due time");
 	note "round $round: the ready job went to $by{$ready}, the scheduled one to "
 	  . ($by{$n} // 'nobody') . ", $late s after its due time";
-	@still = grep { my $app = $_->{app}; !grep { $_ eq $app } values %by } @w[ 1 .. 3 ];
+	@still = idle_of(\%by, @w[ 1 .. 3 ]);
 	$node->safe_psql('postgres', qq{SELECT queue.enqueue('s', '{"n": 50}')}) for @still;
 	collect(4, undef, @still);
 }
