@@ -65,7 +65,7 @@ class Cfg:
             self.clients = [4]
             self.listen_clients = 4
             self.drain_clients = [4]
-            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch")]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch"), (100, "batchkeep"), (100, "keep")]
             self.steady_s = float(env("STEADY_SECONDS", 1))
             self.steady_rate = 100
             self.sched_n, self.sched_spread, self.sched_lead = 1000, 2, 1
@@ -88,7 +88,8 @@ class Cfg:
             self.clients = [1, 4, 16]
             self.listen_clients = 16
             self.drain_clients = [1, 4, 16]
-            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased"), (100, "batch")]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased"), (100, "batch"),
+                                 (100, "batchkeep"), (100, "read"), (100, "keep")]
             self.steady_s = float(env("STEADY_SECONDS", 20))
             self.steady_rate = 200
             self.sched_n, self.sched_spread, self.sched_lead = 10000, 20, 5
@@ -350,9 +351,20 @@ def setup_db():
     sql("SELECT queue.create('bq0', retention => '0', if_not_exists => true)")
     # the raw floor: plain row operations on a table with a primary key only
     sql("CREATE TABLE IF NOT EXISTS floor_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL)")
-    sql("CREATE TABLE IF NOT EXISTS floor_jobs (id bigint PRIMARY KEY, payload jsonb NOT NULL, locked_until timestamptz)")
+    # stored as queue stores its jobs (rows of up to a page kept whole, lz4
+    # where the server has it), so that no floor pays for TOAST queue avoids
+    sql("CREATE TABLE IF NOT EXISTS floor_jobs (id bigint PRIMARY KEY, payload jsonb NOT NULL, locked_until timestamptz)"
+        " WITH (toast_tuple_target = 8160)")
     # ... and with one lease per batch: a row per claim naming its id range
     sql("CREATE TABLE IF NOT EXISTS floor_leases (lo bigint PRIMARY KEY, hi bigint NOT NULL, lease_until timestamptz NOT NULL)")
+    # ... and keeping every finished job, as queue's archive does: a table
+    # with a btree on id (what queue.history() looks jobs up by)
+    sql("CREATE TABLE IF NOT EXISTS floor_archive (id bigint NOT NULL, payload jsonb NOT NULL, finished_at timestamptz NOT NULL)"
+        " WITH (toast_tuple_target = 8160)")
+    sql("CREATE INDEX IF NOT EXISTS floor_archive_id ON floor_archive (id)")
+    if sql("SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'", fetch="val"):
+        sql("ALTER TABLE floor_jobs ALTER payload SET COMPRESSION lz4")
+        sql("ALTER TABLE floor_archive ALTER payload SET COMPRESSION lz4")
     # PgQ: one queue for enqueue; pq_0..pq_15 (one consumer each) for drains
     for q in ["pq"] + ["pq_%d" % i for i in range(16)]:
         pgq_recreate(q, max_count=100 if q != "pq" else None)
@@ -413,7 +425,7 @@ def reset(system):
         sql("TRUNCATE base_jobs RESTART IDENTITY")
     elif system == "floor":
         sql("TRUNCATE floor_ins RESTART IDENTITY")
-        sql("TRUNCATE floor_jobs")
+        sql("TRUNCATE floor_jobs, floor_archive")
     elif system == "pgq":
         pgq_recreate("pq")
     else:
@@ -557,12 +569,22 @@ def drains(system, batch, mode):
         return False  # PgQ hands out batches per tick only
     if system == "graphile" and mode == "tx":
         return False  # graphile-worker completes after the task, in its own transaction
-    return mode != "batch" or (system == "floor" and batch > 1)
+    return mode not in FLOOR_MODES or (system == "floor" and batch > 1)
+
+
+# the raw floor's drains of batches that no system runs: what the least work
+# of a kind costs, to explain the cells a peer wins
+FLOOR_MODES = {
+    "batch": "leased, one lease per batch",
+    "batchkeep": "leased, one lease per batch, archived",
+    "read": "one txn, payloads read",
+    "keep": "one txn, payloads read, archived",
+}
 
 
 def drain_script(system, batch, mode):
     """mode: "tx" (claim and complete in one transaction), "leased" (two), or,
-    for the raw floor only, "batch" (leased, with one lease per batch).
+    for the raw floor only, one of FLOOR_MODES.
     Every consumer receives the payloads it claims, as pg-boss's and
     graphile-worker's do: pgbench keeps them in a variable."""
     tx = mode == "tx"
@@ -591,12 +613,22 @@ def drain_script(system, batch, mode):
         # each is a transaction of its own: the least a queue that writes each
         # job's lease can do.  "batch" writes one lease row per claim instead,
         # and deletes it with the jobs: the least a queue with a lease per
-        # batch (PgQ's unit of work) can do.
+        # batch (PgQ's unit of work) can do.  "batchkeep" moves the jobs into
+        # an archive instead of deleting them: the least a queue that keeps
+        # its finished jobs in a table of their own can do.  "read" hands the
+        # payloads to the consumer and deletes the jobs, in one statement, and
+        # "keep" archives them too: the least a queue can do per job in one
+        # transaction, reading what it claims.
         ids = "\\set lo :client_id * 1000000000 + :n * %d + 1\n\\set hi :lo + %d\n\\set n :n + 1\n" % (batch, batch - 1)
-        if mode == "batch":
+        take = "DELETE FROM floor_jobs WHERE id BETWEEN :lo AND :hi"
+        keep = "INSERT INTO floor_archive SELECT id, payload, now() FROM d"
+        if mode in ("batch", "batchkeep"):
+            done = take + ";\n" if mode == "batch" else "WITH d AS (%s RETURNING id, payload) %s;\n" % (take, keep)
             return (ids + "INSERT INTO floor_leases VALUES (:lo, :hi, now() + interval '30 seconds');\n"
-                    + "BEGIN;\nDELETE FROM floor_jobs WHERE id BETWEEN :lo AND :hi;\n"
-                    + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n")
+                    + "BEGIN;\n" + done + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n")
+        if mode in ("read", "keep"):
+            return (ids + "WITH d AS (%s RETURNING id, payload)%s SELECT string_agg(payload::text, ',') AS payloads "
+                    "FROM d \\gset\n" % (take, ", a AS (%s)" % keep if mode == "keep" else ""))
         return (ids
                 + B
                 + "UPDATE floor_jobs SET locked_until = now() + interval '30 seconds' WHERE id BETWEEN :lo AND :hi;\n"
@@ -634,7 +666,7 @@ def top_up(system, target, clients, p, batch=1):
     """Bring the ready backlog to `target` jobs; returns the backlog."""
     if system == "floor":
         # every client gets its own id range, filled afresh
-        sql("TRUNCATE floor_jobs, floor_leases")
+        sql("TRUNCATE floor_jobs, floor_leases, floor_archive")
         per = int(target / clients) + batch
         for c in range(clients):
             sql("INSERT INTO floor_jobs (id, payload) SELECT %s::bigint * 1000000000 + i, %s::jsonb FROM generate_series(1, %s) i",
@@ -700,9 +732,9 @@ def estimate(rates, system, batch, mode, nbytes, clients):
     key = (system, batch, mode, nbytes, clients)
     if key in rates:
         return rates[key] * 1.5
-    if mode == "batch":
+    if mode in FLOOR_MODES:
         # a lease per batch skips an UPDATE per job: up to twice as fast
-        return estimate(rates, system, batch, "leased", nbytes, clients) * 2
+        return estimate(rates, system, batch, "leased" if mode.startswith("batch") else "tx", nbytes, clients) * 2
     similar = [r for k, r in rates.items() if k[:4] == (system, batch, mode, nbytes)]
     if similar:
         return max(similar) * 2.5
@@ -718,8 +750,7 @@ def estimate(rates, system, batch, mode, nbytes, clients):
 def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100, workload="drain", variant=None, rep=0):
     key = (system, batch, mode, nbytes, clients)
     p = make_payload(nbytes)
-    variant = variant or "claim %d + complete, %s" % (batch, {"tx": "one txn", "leased": "leased (two txns)",
-                                                              "batch": "leased, one lease per batch"}[mode])
+    variant = variant or "claim %d + complete, %s" % (batch, dict(FLOOR_MODES, tx="one txn", leased="leased (two txns)")[mode])
     est = estimate(rates, system, batch, mode, nbytes, clients)
     # never preload more than BENCH_MAX_BACKLOG_MB of payload (default 3 GB)
     cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
@@ -1360,7 +1391,7 @@ def dump_scripts(outdir):
         for b in (1, 100):
             with open(os.path.join(d, "enqueue_%s_%d.sql" % (s, b)), "w") as f:
                 f.write(enqueue_script(s, b))
-            for mode in ("tx", "leased", "batch"):
+            for mode in ["tx", "leased"] + list(FLOOR_MODES):
                 if not drains(s, b, mode):
                     continue
                 with open(os.path.join(d, "drain_%s_%d_%s.sql" % (s, b, mode)), "w") as f:
@@ -1474,7 +1505,9 @@ def main():
         for rep in range(cfg.reps):
             for batch, mode in cfg.drain_matrix:
                 for clients in cfg.drain_clients:
-                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode == "batch"):
+                    # the floor's archived leases run with every client count:
+                    # PgQ's leased drains are compared with them
+                    if clients != cfg.main_clients and (rep >= cfg.side_reps or mode in ("batch", "read", "keep")):
                         continue
                     for s in rotated(rep):
                         if drains(s, batch, mode):
@@ -1497,6 +1530,12 @@ def main():
                     cells.append((s, "payload drain %s %s" % (s, label),
                                   partial(run_drain, nbytes=nbytes, workload="payload drain", variant=label, rep=rep),
                                   cfg, res, s, 4, 100, mode, cfg.drain_s, rates))
+                    if s == "floor":
+                        for mode in ("read", "keep"):
+                            cells.append((s, "payload drain %s %s %s" % (s, label, mode),
+                                          partial(run_drain, nbytes=nbytes, workload="payload drain", rep=rep,
+                                                  variant="%s, %s" % (label, FLOOR_MODES[mode].replace("one txn, ", ""))),
+                                          cfg, res, s, 4, 100, mode, cfg.drain_s, rates))
                 cells.append(("output", "payload output %s" % label, partial(run_output, rep=rep), cfg, res, nbytes))
         return cells
 
