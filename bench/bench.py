@@ -614,11 +614,11 @@ def drain_script(system, batch, mode):
         # job's lease can do.  "batch" writes one lease row per claim instead,
         # and deletes it with the jobs: the least a queue with a lease per
         # batch (PgQ's unit of work) can do.  "batchkeep" moves the jobs into
-        # an archive instead of deleting them: the least a queue that keeps
-        # its finished jobs in a table of their own can do.  "read" hands the
-        # payloads to the consumer and deletes the jobs, in one statement, and
-        # "keep" archives them too: the least a queue can do per job in one
-        # transaction, reading what it claims.
+        # an archive instead of deleting them: what a queue that keeps its
+        # finished jobs in a table of their own does, in plain SQL.  "read"
+        # hands the payloads to the consumer and deletes the jobs, in one
+        # statement, and "keep" archives them too: the least a queue can do
+        # per job in one transaction, reading what it claims.
         ids = "\\set lo :client_id * 1000000000 + :n * %d + 1\n\\set hi :lo + %d\n\\set n :n + 1\n" % (batch, batch - 1)
         take = "DELETE FROM floor_jobs WHERE id BETWEEN :lo AND :hi"
         keep = "INSERT INTO floor_archive SELECT id, payload, now() FROM d"

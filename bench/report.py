@@ -247,6 +247,54 @@ def output_cost(w, v, c, peer):
     return t + ". Payloads are jsonb by the API (README.md, \"SQL reference\"), so that they can be queried and indexed by field"
 
 
+def kept_floor(w, bv, c, pgq, q):
+    """The raw floor of a lease per batch whose jobs move into an archive,
+    against PgQ's rate (pgq) and queue's (q): whether a queue that keeps its
+    jobs as queue does could have won the cell."""
+    kf = med(w, bv + ", archived", "floor", c, "throughput")
+    if not kf:
+        return ""
+    t = (". The floor with one lease per batch that moves the jobs into an archive table (a btree on id) instead "
+         "of deleting them, as queue keeps them, ran at %s jobs/s, %.2f× PgQ" % (fmt(kf), kf / pgq))
+    kc = wal(w, bv + ", archived", "floor", c, "server CPU per job")
+    if kc is not None:
+        t += " (%s µs of CPU per job)" % fmt(kc)
+    if kf < pgq:
+        t += ": the floor fell short of PgQ once it kept the jobs"
+    if q:
+        t += ("; queue ran at %.2f× that floor (queue writes a claim's archive rows with one heap_multi_insert; "
+              "an INSERT ... SELECT writes them a row at a time)" % (q / kf))
+    return t
+
+
+def read_floor(w, v, c, peer):
+    """The raw floor that deletes the jobs and reads their payloads in one
+    statement, with and without the archive copy, against peer."""
+    if w == "payload drain":
+        rv = "%s, payloads read" % v
+    elif v.endswith("one txn"):
+        rv = v + ", payloads read"
+    else:
+        return ""
+    rf, kf, o = (med(w, rv, "floor", c, "throughput"), med(w, rv + ", archived", "floor", c, "throughput"),
+                 med(w, v, peer, c, "throughput"))
+    if not rf or not o:
+        return ""
+    t = (". The least a queue can do here, deleting the jobs and returning their jsonb payloads in one statement "
+         "on rows each consumer owns (the raw floor, \"payloads read\"), ran at %s jobs/s, %.2f× %s"
+         % (fmt(rf), rf / o, the(peer)))
+    if kf:
+        t += ", and %s (%.2f×) when it also moved them into an archive" % (fmt(kf), kf / o)
+    if rf < o:
+        t += ": the floor itself, which keeps nothing, fell short of %s" % the(peer)
+    elif kf and kf < o:
+        t += ": the floor fell short of %s once it kept the jobs" % the(peer)
+    na, q = med(w, v, "queue_noarch", c, "throughput"), med(w, v, "queue", c, "throughput")
+    if na and q and kf:
+        t += "; queue ran at %.2f× the first without the archive and %.2f× the second with it" % (na / rf, q / kf)
+    return t
+
+
 def why(w, v, c, peer):
     """What this run's own figures say about a cell a peer won: the structural
     reasons, quantified, or an admission that the run does not explain it."""
@@ -282,6 +330,7 @@ def why(w, v, c, peer):
                 bc = wal(w, bv, "floor", c, "server CPU per job")
                 if bc is not None:
                     t += " (%s µs of CPU per job)" % fmt(bc)
+            t += kept_floor(w, bv, c, pgq, med(w, v, "queue", c, "throughput"))
         elif nb is not None and base is not None:
             t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
@@ -290,7 +339,7 @@ def why(w, v, c, peer):
         cost = output_cost(w, v, c, peer)
         if na and o and na < o and cost:
             t += ". " + cost
-        return t + "."
+        return t + read_floor(w, v, c, peer) + "."
     if qf is not None and pf is not None and pf > 0 and abs(qf / pf - 1) <= 0.05 and qf >= 0.1:
         t = ("Bound by the disk's flushes: queue made %s WAL flushes per job and %s %s (writing %s and %s bytes "
              "of WAL per job)" % (fmt(qf), the(peer), fmt(pf), fmt(qb), fmt(pb)))
@@ -335,7 +384,7 @@ def why(w, v, c, peer):
                 cost = output_cost(w, v, c, peer)
                 if cost:
                     t += ", but " + cost
-        return t + "."
+        return t + read_floor(w, v, c, peer) + "."
     m = COMPARED[w]
     q, o, na = (stat((w, v, s, c, m)) for s in ("queue", peer, "queue_noarch"))
     if w in ("enqueue", "bulk", "payload enqueue") and na and o and na.get("median") is not None:
@@ -648,14 +697,21 @@ def main():
       "the least any queue that records each job's lease must do. \"leased, one lease per batch\" (raw floor only) "
       "writes one lease row per claim of 100 instead of updating the jobs, and deletes it with them: the least a "
       "queue with PgQ's unit of work, the batch, must do, and what queue's leased claims of 100 do (one lease per "
-      "batch, see docs/design.md).\n")
+      "batch, see docs/design.md). \"..., archived\" (raw floor only) moves the jobs into an archive table with "
+      "a btree on id (`WITH d AS (DELETE ... RETURNING id, payload) INSERT INTO floor_archive SELECT ...`) instead "
+      "of deleting them: what a queue that keeps its finished jobs in a table of their own, as queue's archive "
+      "does, must do, in plain SQL (queue writes a claim's archive rows with one heap_multi_insert instead). \"one txn, payloads read\" (raw floor only) deletes the jobs and returns their "
+      "payloads to the consumer in one statement, without an UPDATE: the least, in plain SQL, that any queue "
+      "that hands out its jobs and removes them in one transaction must do. The floor's tables store rows as queue's do (rows of up to "
+      "a page kept whole, lz4).\n")
     w(table("drain"))
     w("## Payload size\n")
     w("Enqueue 1 job/txn with 4 clients, and drain claim 100 in one txn with 4 consumers (graphile-worker: leased), "
       "with padding that does not compress.\n")
     w("Enqueue, 1 job/txn, 4 clients (100 B: see Enqueue above):\n")
     w(table("payload enqueue"))
-    w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above):\n")
+    w("Drain, claim 100 + complete, 4 consumers (100 B: see Drain above). The raw floor's \"payloads read\" and "
+      "\"archived\" rows are its drains of the same names above:\n")
     w(table("payload drain"))
     sizes = [v.split(", ")[0] for (wk, v, c, m) in order if wk == "payload output" and v.endswith(", jsonb")]
     if sizes:
