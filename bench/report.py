@@ -417,6 +417,21 @@ SINGLE_WHY = {("orphans", "pgq"): "PgQ has no leases to expire: a batch that was
               "ready again."}
 
 
+def orphan_parts(kq, kp, peer):
+    """How long the killed backends took to leave, against the recovery."""
+    qg, pg = (num(agg[k[:4] + ("killed backend gone",)][0]) if k[:4] + ("killed backend gone",) in agg else None
+              for k in (kq, kp))
+    qr = num(agg[kq][0])
+    if qg is None:
+        return ""
+    t = (" queue's killed backend was gone from pg_stat_activity after %s s, and its jobs claimable %s s later: the "
+         "worker ended the lease, which gives each of the jobs a new attempt (counted toward max_attempts) and a "
+         "\"consumer disconnected\" event in its history" % (fmt(qg), fmt(max(qr - qg, 0))))
+    if pg is not None:
+        t += "; %s's was gone after %s s" % (the(peer), fmt(pg))
+    return t + "."
+
+
 def comparable(w, variant):
     """Whether a variant compares with every peer's.  pg-boss and
     graphile-worker hand over a job only once its claim has committed, so a
@@ -472,6 +487,8 @@ def shortfalls():
                 kq = next(k for k in agg if k[:3] == (w, qv[1], "queue") and k[4] == m)
                 kp = next(k for k in agg if k[:3] == (w, pv[1], peer) and k[4] == m)
                 more = by_repetition(kq, kp, not higher) if kq[1] == kp[1] and kq[3] == kp[3] else ""
+                if w == "orphans":
+                    more += orphan_parts(kq, kp, peer)
                 if w == "scheduled":
                     more += (" Lateness p50: queue %s, %s %s." % (cell(kq[:4] + ("lateness p50",), ratio=False),
                                                                   the(peer), cell(kp[:4] + ("lateness p50",), ratio=False)))
