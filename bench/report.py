@@ -280,8 +280,9 @@ def read_floor(w, v, c, peer):
                  med(w, v, peer, c, "throughput"))
     if not rf or not o:
         return ""
-    t = (". The least a queue can do here, deleting the jobs and returning their jsonb payloads in one statement "
-         "on rows each consumer owns (the raw floor, \"payloads read\"), ran at %s jobs/s, %.2f× %s"
+    t = (". In plain SQL, the least a queue that removes its finished jobs can do here, deleting them and returning "
+         "their jsonb payloads in one statement on rows each consumer owns (the raw floor, \"payloads read\"), ran "
+         "at %s jobs/s, %.2f× %s"
          % (fmt(rf), rf / o, the(peer)))
     if kf:
         t += ", and %s (%.2f×) when it also moved them into an archive" % (fmt(kf), kf / o)
@@ -717,10 +718,11 @@ def main():
       "batch, see docs/design.md). \"..., archived\" (raw floor only) moves the jobs into an archive table with "
       "a btree on id (`WITH d AS (DELETE ... RETURNING id, payload) INSERT INTO floor_archive SELECT ...`) instead "
       "of deleting them: what a queue that keeps its finished jobs in a table of their own, as queue's archive "
-      "does, must do, in plain SQL (queue writes a claim's archive rows with one heap_multi_insert instead). \"one txn, payloads read\" (raw floor only) deletes the jobs and returns their "
-      "payloads to the consumer in one statement, without an UPDATE: the least, in plain SQL, that any queue "
-      "that hands out its jobs and removes them in one transaction must do. The floor's tables store rows as queue's do (rows of up to "
-      "a page kept whole, lz4).\n")
+      "does, must do, in plain SQL (queue writes a claim's archive rows with one heap_multi_insert instead). "
+      "\"one txn, payloads read\" (raw floor only) deletes the jobs and returns their payloads to the consumer in "
+      "one statement, without an UPDATE: the least, in plain SQL, that any queue that hands out its jobs and "
+      "removes them in one transaction must do. The floor's tables store rows as queue's do (rows of up to a page "
+      "kept whole, lz4).\n")
     w(table("drain"))
     w("## Payload size\n")
     w("Enqueue 1 job/txn with 4 clients, and drain claim 100 in one txn with 4 consumers (graphile-worker: leased), "
