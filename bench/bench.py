@@ -425,7 +425,7 @@ def reset(system):
         sql("TRUNCATE base_jobs RESTART IDENTITY")
     elif system == "floor":
         sql("TRUNCATE floor_ins RESTART IDENTITY")
-        sql("TRUNCATE floor_jobs, floor_archive")
+        sql("TRUNCATE floor_jobs")
     elif system == "pgq":
         pgq_recreate("pq")
     else:

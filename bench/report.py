@@ -270,12 +270,9 @@ def kept_floor(w, bv, c, pgq, q):
 def read_floor(w, v, c, peer):
     """The raw floor that deletes the jobs and reads their payloads in one
     statement, with and without the archive copy, against peer."""
-    if w == "payload drain":
-        rv = "%s, payloads read" % v
-    elif v.endswith("one txn"):
-        rv = v + ", payloads read"
-    else:
+    if w != "payload drain" and not v.endswith("one txn"):
         return ""
+    rv = v + ", payloads read"
     rf, kf, o = (med(w, rv, "floor", c, "throughput"), med(w, rv + ", archived", "floor", c, "throughput"),
                  med(w, v, peer, c, "throughput"))
     if not rf or not o:
@@ -420,9 +417,8 @@ SINGLE_WHY = {("orphans", "pgq"): "PgQ has no leases to expire: a batch that was
 
 def orphan_parts(kq, kp, peer):
     """How long the killed backends took to leave, against the recovery."""
-    qg, pg = (num(agg[k[:4] + ("killed backend gone",)][0]) if k[:4] + ("killed backend gone",) in agg else None
-              for k in (kq, kp))
-    qr = num(agg[kq][0])
+    qg, pg = (med(k[0], k[1], k[2], k[3], "killed backend gone") for k in (kq, kp))
+    qr = med(*kq)
     if qg is None:
         return ""
     t = (" queue's killed backend was gone from pg_stat_activity after %s s, and its jobs claimable %s s later: the "
