@@ -471,18 +471,20 @@ def pg_array(items):
 def listener(channel, ready, stop, out):
     """One session LISTENing on channel that reads every notification as it
     comes, as a waiting consumer would, in a process of its own; puts the
-    number it read."""
+    number it read and the CPU seconds it spent meanwhile."""
     c = connect(app="bench listener")
     c.cursor().execute("LISTEN %s" % channel)
     ready.release()
     n = 0
+    cpu0 = time.process_time()
     while not stop.is_set():
         if select.select([c], [], [], 0.2)[0]:
             c.poll()
             n += len(c.notifies)
             del c.notifies[:]
+    cpu = time.process_time() - cpu0
     c.close()
-    out.put(n)
+    out.put((n, cpu))
 
 
 def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0,
@@ -515,7 +517,12 @@ def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload=
         res.add(workload, variant, system, clients, rep, "throughput", round(r["tps"], 1), "jobs/s")
         if heard and system != "floor":
             res.add(workload, variant, system, clients, rep, "jobs per notification read",
-                    round(r["tx"] / max(1, statistics.median(heard)), 1), "jobs")
+                    round(r["tx"] / max(1, statistics.median(n for n, _ in heard)), 1), "jobs")
+        if len(heard) == len(procs):
+            # what reading the notifications cost the listening clients (their
+            # backends' share is in the server's CPU per job)
+            res.add(workload, variant, system, clients, rep, "listening clients' CPU per job",
+                    round(sum(cpu for _, cpu in heard) * 1e6 / max(1, r["tx"]), 2), "µs")
         return r["tps"]
     if system in ("pgboss", "graphile"):
         r = node({"cmd": "enqueue", "system": system, "clients": clients, "seconds": seconds,
