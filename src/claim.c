@@ -536,6 +536,8 @@ queue_claim(PG_FUNCTION_ARGS)
 	}
 	if (wait_ms > 0)
 		QueueWaitDone();
+	if (span.count < max_jobs)
+		QueueSignalClaimShort(q->qno);
 	QueueFlushClaimEnd(span.held);
 
 	QueueSpiEnd();

@@ -31,6 +31,7 @@ int			queue_max_payload_size = 1024 * 1024;
 int			queue_max_queues = 1024;
 int			queue_max_databases = 32;
 int			queue_worker_naptime = 1000;
+int			queue_notify_busy_interval = 20;
 
 void		_PG_init(void);
 
@@ -50,6 +51,15 @@ _PG_init(void)
 							"It also wakes when work comes due or producers commit; this bounds how late an expired lease is noticed.",
 							&queue_worker_naptime,
 							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queue.notify_busy_interval",
+							"Shortest time between notifications of a queue whose claims have all come back full since the last one.",
+							"A consumer waits for a notification only after a claim that came back short, and such a claim has the worker notify at once; "
+							"this bounds how late listeners that never claim hear of new jobs. 0 notifies for every commit.",
+							&queue_notify_busy_interval,
+							20, 0, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -120,6 +120,7 @@ extern int	queue_max_leased_jobs;
 extern int	queue_max_queues;
 extern int	queue_max_databases;
 extern int	queue_worker_naptime;
+extern int	queue_notify_busy_interval;
 
 /* queue.c */
 extern void queue_check_key(const char *what, text *key);
@@ -259,7 +260,8 @@ extern QueueState QueueStateFromName(const char *name);
 extern bool QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen);
 extern bool QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only);
 extern bool QueueDueLower(int32 qno, TimestampTz at);
-extern List *QueueTakeNotifications(Oid dboid);
+extern bool QueueMarkMayWait(int32 qno);
+extern List *QueueTakeNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, TimestampTz *retry_at);
 
 extern int	QueueLeasesLoaded(int32 qno);
 extern void QueueLeasesSetLoaded(int32 qno);
@@ -293,6 +295,7 @@ extern void QueueWakeShmemInit(void);
 extern bool QueueWakeActive(void);
 extern void QueueRegisterDatabase(Oid dboid);
 extern void QueueSignalReady(int32 qno, int64 n);
+extern void QueueSignalClaimShort(int32 qno);
 extern void QueueSignalDue(int32 qno);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);

@@ -87,6 +87,8 @@ typedef struct QueueShared
 	TimestampTz skip_at;		/* ... since when */
 	TimestampTz promote_checked;
 	bool		notify_pending;
+	bool		may_wait;		/* a claim came back short since the last NOTIFY */
+	TimestampTz notified_at;	/* that NOTIFY */
 	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
 	uint64		due_gen;
 	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
@@ -187,6 +189,8 @@ queue_shared_acquire(int32 qno)
 		entry->skip_valid = false;
 		entry->promote_checked = 0;
 		entry->notify_pending = false;
+		entry->may_wait = true;	/* listeners may have waited for long */
+		entry->notified_at = 0;
 		entry->next_due = 0;
 		entry->due_gen = 0;
 		memset(entry->due_noted, 0, sizeof(entry->due_noted));
@@ -674,30 +678,82 @@ QueueStateFromName(const char *name)
 	return QS_NONE;
 }
 
-/* Queue numbers of a database marked for NOTIFY; clears the marks. */
+/*
+ * A claim of queue qno returned fewer jobs than it asked for: its consumer
+ * may now wait for a notification.  True if the queue's listeners are owed
+ * one that was held back for want of such a claim (QueueTakeNotifications):
+ * the worker must look again.
+ */
+bool
+QueueMarkMayWait(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		held = false;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	if (!e->may_wait)
+	{
+		e->may_wait = true;
+		held = e->notify_pending;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return held;
+}
+
+/*
+ * Queue numbers of a database marked for NOTIFY, clearing their marks.
+ *
+ * A consumer waits for a notification only after a claim that came back
+ * short (it found the queue drained); one that is busy claims again
+ * without waiting.  So a queue whose claims have all come back full since
+ * its last NOTIFY has no consumer that needs another one, and its mark is
+ * kept, not taken, until such a claim comes (QueueMarkMayWait wakes the
+ * worker then) or until idle_us (queue.notify_busy_interval) have passed
+ * since that NOTIFY, for listeners that never claim.  Under a stream of commits with busy
+ * consumers, that is what keeps the worker from signalling every
+ * listening backend hundreds of times a second for nothing.  *retry_at is
+ * set to when the first mark kept falls due, or 0.
+ */
 List *
-QueueTakeNotifications(Oid dboid)
+QueueTakeNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, TimestampTz *retry_at)
 {
 	HASH_SEQ_STATUS status;
 	QueueShared *e;
 	List	   *result = NIL;
 
+	*retry_at = 0;
 	if (queue_shared_hash == NULL)
 		return NIL;
 	LWLockAcquire(queue_shared_lock, LW_SHARED);
 	hash_seq_init(&status, queue_shared_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		bool		marked;
+		bool		take = false;
+		TimestampTz due = 0;
 
 		if (e->key.dboid != dboid)
 			continue;
 		SpinLockAcquire(&e->mutex);
-		marked = e->notify_pending;
-		e->notify_pending = false;
+		if (e->notify_pending)
+		{
+			if (e->may_wait || now_ts - e->notified_at >= idle_us)
+			{
+				e->notify_pending = false;
+				e->may_wait = false;
+				e->notified_at = now_ts;
+				take = true;
+			}
+			else
+				due = e->notified_at + idle_us;
+		}
 		SpinLockRelease(&e->mutex);
-		if (marked)
+		if (take)
 			result = lappend_int(result, e->key.qno);
+		else if (due != 0 && (*retry_at == 0 || due < *retry_at))
+			*retry_at = due;
 	}
 	LWLockRelease(queue_shared_lock);
 	return result;

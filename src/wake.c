@@ -415,6 +415,18 @@ QueueSignalReady(int32 qno, int64 n)
 	}
 }
 
+/*
+ * A claim of queue qno came back short: its consumer may wait for a
+ * notification now, so the worker sends any it held back (see
+ * QueueTakeNotifications).
+ */
+void
+QueueSignalClaimShort(int32 qno)
+{
+	if (wake != NULL && QueueMarkMayWait(qno))
+		wake_db(MyDatabaseId, true, false, false, 0);
+}
+
 /* A committed transaction scheduled a job of this database for at. */
 void
 QueueSignalScheduled(TimestampTz at)

@@ -66,12 +66,18 @@
 #define HOLD_MS					10000
 
 /*
- * At most one NOTIFY pass per this many ms.  A pass after a quiet spell goes
- * out at once, so consumers of a trickle of jobs are not delayed; under a
- * stream of commits, one pass covers all of them (each pass costs the
- * worker a transaction and signals every listener of the database).
+ * NOTIFY passes.  Each costs the worker a transaction and signals every
+ * listening backend of the database, which wakes and hands the
+ * notification to its client.  Up to NOTIFY_BURST passes go out at once,
+ * so that commits a moment apart each reach a waiting consumer without
+ * delay (a fixed spacing made a third of the jobs of a random stream of
+ * 200 a second wait for it); past that, one pass per NOTIFY_INTERVAL_MS
+ * covers every commit in between.  A queue whose consumers are all busy is
+ * notified at most once per queue.notify_busy_interval
+ * (QueueTakeNotifications).
  */
 #define NOTIFY_INTERVAL_MS		2
+#define NOTIFY_BURST			8
 
 /*
  * A due time of a queue that claims are waiting on is theirs for this many
@@ -452,11 +458,13 @@ learn_channels(void)
  * the notifications: no snapshot, no catalog access, no SPI.
  */
 static bool
-send_notifications(bool all)
+send_notifications(bool all, TimestampTz now_ts, bool *sent, TimestampTz *retry_at)
 {
-	List	   *qnos = QueueTakeNotifications(MyDatabaseId);
+	List	   *qnos = QueueTakeNotifications(MyDatabaseId, now_ts,
+											   queue_notify_busy_interval * INT64CONST(1000), retry_at);
 
-	if (qnos == NIL && !all)
+	*sent = qnos != NIL || all;
+	if (!*sent)
 		return true;
 	if (channels == NULL)
 	{
@@ -789,7 +797,9 @@ queue_db_worker_main(Datum arg)
 	TimestampTz last_cleanup = 0;
 	TimestampTz next_upkeep = 0;
 	TimestampTz orphan_recheck = 0;
-	TimestampTz last_notify = 0;
+	double		notify_tokens = NOTIFY_BURST;
+	TimestampTz tokens_at = 0;
+	TimestampTz notify_retry_at = 0;
 	bool		notify_owed = false;
 	bool		notify_all_owed = false;
 	MemoryContext pass_cxt;
@@ -848,12 +858,25 @@ queue_db_worker_main(Datum arg)
 		 */
 		notify_owed |= notify;
 		notify_all_owed |= notify_all;
-		if ((notify_owed || notify_all_owed) &&
-			now_ts - last_notify >= NOTIFY_INTERVAL_MS * INT64CONST(1000))
+		if (notify_retry_at != 0 && now_ts >= notify_retry_at)
 		{
-			if (!send_notifications(notify_all_owed))
+			notify_owed = true;
+			notify_retry_at = 0;
+		}
+		notify_tokens = Min(NOTIFY_BURST, notify_tokens + (double) (now_ts - tokens_at) /
+							(NOTIFY_INTERVAL_MS * 1000.0));
+		tokens_at = now_ts;
+		if ((notify_owed || notify_all_owed) && notify_tokens >= 1)
+		{
+			bool		sent;
+			TimestampTz retry_at;
+
+			if (!send_notifications(notify_all_owed, now_ts, &sent, &retry_at))
 				break;
-			last_notify = now_ts;
+			if (sent)
+				notify_tokens -= 1;
+			if (retry_at != 0 && (notify_retry_at == 0 || retry_at < notify_retry_at))
+				notify_retry_at = retry_at;
 			notify_owed = notify_all_owed = false;
 		}
 		if (next_upkeep == 0 || now_ts >= next_upkeep || orphans)
@@ -880,7 +903,9 @@ queue_db_worker_main(Datum arg)
 		next_upkeep = QueueDbWorkerSleep(dboid, next_upkeep);
 		timeout = next_upkeep > now_ts ? (long) ((next_upkeep - now_ts + 999) / 1000) : 0;
 		if (notify_owed || notify_all_owed)
-			timeout = Min(timeout, Max(0, (long) ((last_notify + NOTIFY_INTERVAL_MS * INT64CONST(1000) - now_ts + 999) / 1000)));
+			timeout = Min(timeout, Max(0, (long) ((1 - notify_tokens) * NOTIFY_INTERVAL_MS) + 1));
+		if (notify_retry_at != 0)
+			timeout = Min(timeout, Max(0, (long) ((notify_retry_at - now_ts + 999) / 1000)));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -889,6 +914,8 @@ queue_db_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* marks held back may be due under a new notify_busy_interval */
+			notify_owed = true;
 		}
 	}
 

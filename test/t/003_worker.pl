@@ -382,6 +382,51 @@ push @$seen, listener_collect_until($listen, time + 0.7);
 my $nmany = grep { $_->[0] eq 'queue_many' } @$seen;
 is($nmany, 1, 'a transaction enqueuing 100 jobs sends exactly one notification');
 
+# --------------------------------------- 4a. no NOTIFY for busy consumers
+#
+# A consumer waits for a notification only after a claim that came back
+# short.  So while every claim of a queue has come back full since its last
+# notification, its listeners are notified at most once per
+# queue.notify_busy_interval; a claim that comes back short has the worker
+# notify at once.  With the interval at an hour, what is held back stays
+# held back for the whole test.
+$node->append_conf('postgresql.conf', "queue.notify_busy_interval = '1h'");
+$node->reload;
+my $busy_listen = listener_start($node, 'app', 'queue_busy');
+$app->query(q{SELECT queue.create('busy')});
+listener_collect_until($busy_listen, time + 1);    # the reload reached the worker
+listener_take($busy_listen);
+is($app->query(q{SELECT count(*) FROM queue.claim('busy')}), '0', 'busy: a consumer finds the queue empty');
+$app->query(q{SELECT queue.enqueue('busy', '{"b": 0}')});
+ok(defined listener_wait($busy_listen, 'queue_busy', 5), 'busy: so the next commit is notified at once');
+$app->query(qq{SELECT queue.enqueue('busy', '{"b": $_}')}) for 1 .. 20;
+is($app->query(q{SELECT count(*) FROM queue.claim('busy', 5)}), '5', 'busy: a claim comes back full');
+@got = grep { $_->[0] eq 'queue_busy' } listener_collect_until($busy_listen, time + 1);
+is(scalar(@got), 0, 'busy: no notification while no claim came back short');
+my $short_at = time;
+is($app->query(q{SELECT count(*) FROM queue.claim('busy', 100)}), '16', 'busy: a claim comes back short');
+($notified) = listener_wait($busy_listen, 'queue_busy', 5);
+ok(defined $notified && $notified >= $short_at,
+	'busy: the notification held back is sent when a claim comes back short');
+is($app->query(q{SELECT count(*) FROM queue.claim('busy', 10)}), '0', 'busy: the queue is drained');
+listener_take($busy_listen);
+$app->query(q{SELECT queue.enqueue('busy', '{"b": 21}')});
+ok(defined listener_wait($busy_listen, 'queue_busy', 5),
+	'busy: after an empty claim the next commit is notified at once');
+$app->query(q{SELECT queue.enqueue('busy', '{"b": 22}')});
+@got = grep { $_->[0] eq 'queue_busy' } listener_collect_until($busy_listen, time + 1);
+is(scalar(@got), 0, 'busy: and the one after that, with no claim between, is held back');
+$node->append_conf('postgresql.conf', "queue.notify_busy_interval = 0");
+$node->reload;
+sleep 1;
+listener_take($busy_listen);
+$app->query(qq{SELECT queue.enqueue('busy', '{"b": $_}'); SELECT pg_sleep(0.1)}) for 23 .. 25;
+@got = grep { $_->[0] eq 'queue_busy' } listener_collect_until($busy_listen, time + 1);
+ok(@got >= 3, 'notify_busy_interval = 0: every commit is notified (' . scalar(@got) . ')');
+$node->append_conf('postgresql.conf', "queue.notify_busy_interval = '20ms'");
+$node->reload;
+listener_stop($busy_listen);
+
 # ------------------------------------------- 4b. NOTIFY only with listeners
 #
 # A NOTIFY transaction takes an xid, so the worker's notifications show in
@@ -404,7 +449,9 @@ sub worker_xids
 	for (1 .. 3)
 	{
 		my $x0 = $qp->query('SELECT txid_current()');
-		$qp->query(q{SELECT queue.enqueue('qq', '{}')}) for 1 .. 20;
+		# a commit every 25 ms: more than queue.notify_busy_interval apart,
+		# so that each is notified though nobody claims
+		$qp->query(q{SELECT queue.enqueue('qq', '{}'); SELECT pg_sleep(0.025)}) for 1 .. 20;
 		sleep 0.3;
 		my $x1 = $qp->query('SELECT txid_current()');
 		$fewest = $x1 - $x0 - 21 if !defined $fewest || $x1 - $x0 - 21 < $fewest;
