@@ -20,7 +20,7 @@
 #                                      (use what PGBIN's tree has)
 #   BENCH_DIR=/tmp/queue_bench BENCH_PORT=54420   the throwaway cluster
 #   BENCH_SYSTEMS=queue,queue_noarch,baseline,pgq,pgboss,graphile,floor
-#   BENCH_REPS, ENQ_SECONDS, DRAIN_SECONDS, STEADY_SECONDS,
+#   BENCH_REPS, BENCH_ENQ1_REPS, ENQ_SECONDS, ENQ1_SECONDS, DRAIN_SECONDS, STEADY_SECONDS,
 #   HORIZON_PHASES=clean,held,after (seconds)   override the durations
 #   BENCH_ONLY=enqueue,drain,payload,latency,scheduled,orphans,groups,horizon
 #
@@ -165,8 +165,8 @@ rc=0
 # ------------------------------------------------------------ report
 # the command as run, with every setting the environment overrode
 COMMAND=""
-for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
-	ENQ_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
+for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_REPS BENCH_ENQ1_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
+	ENQ_SECONDS ENQ1_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
 	[ "$v" = PGBIN ] && [ "$PGBIN" = "$SYSTEM_PGBIN" ] && continue  # the default, set above
 	if [ -n "${!v:-}" ]; then COMMAND+="$v=${!v} "; fi
 done
