@@ -712,10 +712,10 @@ QueueMarkMayWait(int32 qno)
  * its last NOTIFY has no consumer that needs another one, and its mark is
  * kept, not taken, until such a claim comes (QueueMarkMayWait wakes the
  * worker then) or until idle_us (queue.notify_busy_interval) have passed
- * since that NOTIFY, for listeners that never claim.  Under a stream of commits with busy
- * consumers, that is what keeps the worker from signalling every
- * listening backend hundreds of times a second for nothing.  *retry_at is
- * set to when the first mark kept falls due, or 0.
+ * since that NOTIFY, for listeners that never claim.  Under a stream of
+ * commits with busy consumers, that is what keeps the worker from
+ * signalling every listening backend hundreds of times a second for
+ * nothing.  *retry_at is set to when the first mark kept falls due, or 0.
  */
 List *
 QueueTakeNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, TimestampTz *retry_at)
