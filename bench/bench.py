@@ -850,18 +850,22 @@ def run_output(cfg, res, nbytes, rep=0):
 
 
 # ---------------------------------------------------------------- steady state latency
-def producer_loop(conn, stmt, make, rate, seconds):
-    """Send int(rate * seconds) jobs at a fixed rate, one per transaction.
-    Returns {job id: time the commit was acknowledged}."""
+def producer_loop(conn, stmt, make, rate, seconds, random_arrivals=False):
+    """Send int(rate * seconds) jobs at rate, one per transaction: evenly
+    spaced, or at random times (a Poisson stream, the same one every run)
+    whose gaps are as often shorter than a wake-up's spacing as real traffic
+    makes them.  Returns {job id: time the commit was acknowledged}."""
     cur = conn.cursor()
-    t0 = time.time()
+    gaps = random.Random(1)
+    at = time.time()
     acks = {}
-    for i in range(int(rate * seconds)):
-        w = t0 + i / rate - time.time()
+    for _ in range(int(rate * seconds)):
+        w = at - time.time()
         if w > 0:
             time.sleep(w)
         cur.execute(stmt, (make(time.time()),))
         acks[cur.fetchone()[0]] = time.time()
+        at += gaps.expovariate(rate) if random_arrivals else 1.0 / rate
     return acks
 
 
@@ -935,7 +939,13 @@ STEADY_KIND = {
     "claim(wait => 1 s), 100, in the consumer's txn": "queue_wait_tx",
     "LISTEN + pg_notify() per job, claim 100": "baseline_listen",
     "LISTEN + pg_notify() per job, claim 100, in the consumer's txn": "baseline_listen_tx",
+    "LISTEN queue_<name>, claim 100, random arrivals": "queue_listen",
+    "LISTEN + pg_notify() per job, claim 100, random arrivals": "baseline_listen",
 }
+# queue's variants have a queue each: quick mode runs them at once
+STEADY_QUEUE = {"LISTEN queue_<name>, claim 100": "bl", "claim(wait => 1 s), 100": "blw",
+                "claim(wait => 1 s), 100, in the consumer's txn": "blt",
+                "LISTEN queue_<name>, claim 100, random arrivals": "blr"}
 
 
 def run_steady(cfg, res, system, variant):
@@ -957,8 +967,7 @@ def run_steady(cfg, res, system, variant):
         stop, out = mp.Event(), mp.Queue()
         procs = []
         if system == "queue":
-            # a queue per variant: quick mode runs them at once
-            qn = {"queue_listen": "bl", "queue_wait": "blw", "queue_wait_tx": "blt"}[STEADY_KIND[variant]]
+            qn = STEADY_QUEUE[variant]
             queue_recreate(qn)
             stmt = "SELECT queue.enqueue('%s', %%s::jsonb)" % qn
             for _ in range(consumers):
@@ -979,7 +988,8 @@ def run_steady(cfg, res, system, variant):
             p.start()
         time.sleep(0.5)
         pc = connect(app="bench producer")
-        acks = producer_loop(pc, stmt, lambda ts: make_payload(100, ts=ts), rate, secs)
+        acks = producer_loop(pc, stmt, lambda ts: make_payload(100, ts=ts), rate, secs,
+                             random_arrivals=variant.endswith("random arrivals"))
         pc.close()
         # let the consumers catch up (PgQ waits for its next tick), then stop them
         time.sleep(3.0 if system == "pgq" else 1.0)

@@ -864,7 +864,9 @@ def main():
     w(table("wal"))
     w("## Steady state: end-to-end latency\n")
     w("A producer at a fixed rate (one job per transaction) and consumers woken the system's own way, each in a "
-      "process of its own. Latency = time a consumer has the job (its claim returned it) − time the producer's "
+      "process of its own. The jobs are sent evenly spaced, except in the \"random arrivals\" variants (queue's "
+      "LISTEN consumers and the baseline's): there the same mean rate comes as a Poisson stream, the same one "
+      "every run, whose short gaps test how a system's wake-ups cope with jobs a moment apart. Latency = time a consumer has the job (its claim returned it) − time the producer's "
       "enqueue commit was acknowledged, matched by job id; both clocks are this machine's. A consumer can have the "
       "job a few µs before the producer hears its commit, so small values can be negative. \"In the consumer's txn\" "
       "consumers claim and complete in one transaction, so they have the job before anything commits; the others "
