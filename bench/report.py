@@ -444,10 +444,15 @@ def best(w, system, metric, higher=False, cap=None):
     return (max(vals) if higher else min(vals)) if vals else None
 
 
+def rep_pairs(kq, kp):
+    """(queue's, the other's) figure of each repetition both cells ran."""
+    pairs = [(x, by_rep[kp].get(r)) for r, x in by_rep[kq].items()]
+    return [(x, y) for x, y in pairs if x is not None and y is not None]
+
+
 def by_repetition(kq, kp, lower):
     """How queue (kq) and a peer (kp) compared in each repetition."""
-    pairs = [(x, by_rep[kp].get(r)) for r, x in by_rep[kq].items()]
-    pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+    pairs = rep_pairs(kq, kp)
     if len(pairs) <= 1:
         return " This cell ran once."
     ahead = sum(1 for x, y in pairs if (x < y if lower else x > y))
@@ -509,8 +514,7 @@ def shortfalls():
 def reps_met(kq, kr, ok):
     """' (in k of n repetitions)' for a ratio of queue's cell kq to the
     reference cell kr, repetition by repetition, or '' for a single run."""
-    pairs = [(x, by_rep[kr].get(r)) for r, x in by_rep[kq].items()]
-    pairs = [(x, y) for x, y in pairs if x is not None and y]
+    pairs = [(x, y) for x, y in rep_pairs(kq, kr) if y]
     if len(pairs) <= 1:
         return ""
     return " (met in %d of %d repetitions)" % (sum(1 for x, y in pairs if ok(x / y)), len(pairs))

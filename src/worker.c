@@ -875,8 +875,8 @@ queue_db_worker_main(Datum arg)
 				break;
 			if (sent)
 				notify_tokens -= 1;
-			if (retry_at != 0 && (notify_retry_at == 0 || retry_at < notify_retry_at))
-				notify_retry_at = retry_at;
+			/* the take saw every mark of the database: when the first held back is due */
+			notify_retry_at = retry_at;
 			notify_owed = notify_all_owed = false;
 		}
 		if (next_upkeep == 0 || now_ts >= next_upkeep || orphans)
