@@ -619,9 +619,13 @@ BEGIN
     -- about 8 kB stays whole and is not compressed, instead of its payload
     -- being split into TOAST chunks that enqueue inserts, every claim
     -- fetches, and completion deletes (docs/design.md, "Big values").
+    -- vacuum_truncate off: vacuum would give back the empty pages at the
+    -- end of a drained table under an ACCESS EXCLUSIVE lock, stalling every
+    -- claim and enqueue meanwhile (and queries on standbys, which replay
+    -- the lock), only for the next backlog to extend the file again.
     EXECUTE format('CREATE TABLE queue.%I () INHERITS (queue._job)'
                    ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05,'
-                   ' toast_tuple_target = %s)', q, current_setting('block_size')::int - 32);
+                   ' vacuum_truncate = false, toast_tuple_target = %s)', q, current_setting('block_size')::int - 32);
     EXECUTE format('ALTER TABLE queue.%I ADD CONSTRAINT %I PRIMARY KEY (id)', q, q || '$pkey');
     -- so that dropping the table (or the extension, with CASCADE) drops it
     EXECUTE format('ALTER SEQUENCE queue.%I OWNED BY queue.%I.id', q || '$seq', q);
@@ -637,7 +641,8 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (job)', 's_' || queue || '$job', 's_' || queue);
     PERFORM queue._rebuild_slots(queue, max_running);
     EXECUTE format('CREATE TABLE queue.%I (CONSTRAINT %I PRIMARY KEY (lease)) INHERITS (queue._lease)'
-                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05)',
+                   ' WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05,'
+                   ' vacuum_truncate = false)',
                    'l_' || queue, 'l_' || queue || '$pkey');
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until)', 'l_' || queue || '$until', 'l_' || queue);
     -- Partitioned: what users add to it (indexes on payload fields,

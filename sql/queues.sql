@@ -29,6 +29,20 @@ SELECT to_regclass('queue.q_qs_defaults') IS NOT NULL AS jobs_table,
 SELECT queue.enqueue('qs_defaults', '{"n": 1}') > 0 AS enqueued;
 SELECT queue, state, payload FROM queue.jobs WHERE queue = 'qs_defaults';
 
+-- Vacuum never truncates the tables whose rows churn: giving back a
+-- drained table's empty tail takes an ACCESS EXCLUSIVE lock that stalls
+-- every claim.  VACUUM here reclaims the drained rows (the worker's short
+-- transactions may keep a few) but leaves the file its size.
+SELECT relname, reloptions FROM pg_class
+ WHERE relname IN ('q_qs_defaults', 'l_qs_defaults') ORDER BY 1;
+SELECT queue.create('qs_vacuum', retention => '0');
+SELECT count(*) FROM queue.enqueue_batch('qs_vacuum', (SELECT array_agg('{}'::jsonb) FROM generate_series(1, 2000)));
+SELECT pg_relation_size('queue.q_qs_vacuum') AS size_full \gset
+SELECT count(queue.complete(id)) AS completed FROM queue.claim('qs_vacuum', 2000);
+VACUUM queue.q_qs_vacuum;
+SELECT pg_relation_size('queue.q_qs_vacuum') = :size_full AS size_kept;
+SELECT queue.drop('qs_vacuum');
+
 --
 -- create with every option, by name and by position
 --
