@@ -565,12 +565,24 @@ def targets():
         kept = med("horizon", v, "queue", "2", "kept (held/clean)")
         if kept is not None:
             rows_.append(("under a held xmin, at least 95% of clean throughput", v, "%.2f" % kept, kept >= 0.95))
-        clean = med("horizon", v, "queue", "2", "claim p99, own time, clean")
-        held = med("horizon", v, "queue", "2", "claim p99, own time, held")
+        # judged on every transaction of each phase; runs from before that
+        # figure existed have only the worst window's
+        basis = "whole phase"
+        clean = med("horizon", v, "queue", "2", "claim p99, own time, whole phase, clean")
+        held = med("horizon", v, "queue", "2", "claim p99, own time, whole phase, held")
+        if clean is None or held is None:
+            basis = "worst window"
+            clean = med("horizon", v, "queue", "2", "claim p99, own time, clean")
+            held = med("horizon", v, "queue", "2", "claim p99, own time, held")
         if clean and held is not None:
+            worst = ""
+            wc = med("horizon", v, "queue", "2", "claim p99, own time, clean")
+            wh = med("horizon", v, "queue", "2", "claim p99, own time, held")
+            if basis == "whole phase" and wc and wh is not None:
+                worst = " (worst window: %s against %s ms, %.2f×)" % (fmt(wh), fmt(wc), wh / wc)
             rows_.append(("... with flat claim latency (read here as: a claim + complete's p99, own time, held at "
-                          "most 1.5× clean)", v, "%s ms held against %s clean: %.2f×" % (fmt(held), fmt(clean),
-                                                                                   held / clean),
+                          "most 1.5× clean)", v, "%s: %s ms held against %s clean: %.2f×%s"
+                          % (basis, fmt(held), fmt(clean), held / clean, worst),
                           held <= 1.5 * clean))
     lost = len(shortfall_lines())
     if any(k[2] in PEERS for k in agg):
@@ -903,7 +915,10 @@ def main():
       "consumers fall behind the offered rate it includes their growing lag (seconds), which is the point; "
       "claim p99, own time = the same without the schedule lag (the log's `time` minus its `schedule_lag`): "
       "what one claim + complete transaction costs, which is what grows when a claim has to step over dead "
-      "rows; kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive. "
+      "rows; claim p99, own time, whole phase = the p99 of every transaction of the phase (windows of the "
+      "phase only), which compares like with like where the worst window is the largest of 10 draws held "
+      "against 4 clean: the flat-latency target is judged on it (SQL systems; the Node clients report per "
+      "window only); kept = held/clean. The horizon series are single runs. queue here is the default queue, with archive. "
       "pg-boss and "
       "graphile-worker run through their own Node clients (bench.mjs `horizon`) on the same schedule: each "
       "consumption has a slot at the fixed rate, as pgbench `-R` gives the SQL systems' transactions. pg-boss's "
