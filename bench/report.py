@@ -567,17 +567,15 @@ def targets():
             rows_.append(("under a held xmin, at least 95% of clean throughput", v, "%.2f" % kept, kept >= 0.95))
         # judged on every transaction of each phase; runs from before that
         # figure existed have only the worst window's
+        wc = med("horizon", v, "queue", "2", "claim p99, own time, clean")
+        wh = med("horizon", v, "queue", "2", "claim p99, own time, held")
         basis = "whole phase"
         clean = med("horizon", v, "queue", "2", "claim p99, own time, whole phase, clean")
         held = med("horizon", v, "queue", "2", "claim p99, own time, whole phase, held")
         if clean is None or held is None:
-            basis = "worst window"
-            clean = med("horizon", v, "queue", "2", "claim p99, own time, clean")
-            held = med("horizon", v, "queue", "2", "claim p99, own time, held")
+            basis, clean, held = "worst window", wc, wh
         if clean and held is not None:
             worst = ""
-            wc = med("horizon", v, "queue", "2", "claim p99, own time, clean")
-            wh = med("horizon", v, "queue", "2", "claim p99, own time, held")
             if basis == "whole phase" and wc and wh is not None:
                 worst = " (worst window: %s against %s ms, %.2f×)" % (fmt(wh), fmt(wc), wh / wc)
             rows_.append(("... with flat claim latency (read here as: a claim + complete's p99, own time, held at "
