@@ -23,6 +23,8 @@
 #   BENCH_REPS, BENCH_ENQ1_REPS, ENQ_SECONDS, ENQ1_SECONDS, DRAIN_SECONDS, STEADY_SECONDS,
 #   HORIZON_PHASES=clean,held,after (seconds)   override the durations
 #   BENCH_ONLY=enqueue,drain,payload,latency,scheduled,orphans,groups,horizon
+#   BENCH_HORIZON_SYSTEMS=queue,baseline   the systems the horizon measures
+#                                      (default: BENCH_SYSTEMS)
 #
 # Exits non-zero only when the suite itself breaks (a setup step fails, or a
 # workload cannot run); it asserts nothing about speed.
@@ -165,7 +167,7 @@ rc=0
 # ------------------------------------------------------------ report
 # the command as run, with every setting the environment overrode
 COMMAND=""
-for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_REPS BENCH_ENQ1_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
+for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_HORIZON_SYSTEMS BENCH_REPS BENCH_ENQ1_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
 	ENQ_SECONDS ENQ1_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
 	[ "$v" = PGBIN ] && [ "$PGBIN" = "$SYSTEM_PGBIN" ] && continue  # the default, set above
 	if [ -n "${!v:-}" ]; then COMMAND+="$v=${!v} "; fi
