@@ -108,7 +108,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(listener_start listener_take listener_collect_until
-  listener_wait listener_stop poll_for settle);
+  listener_wait listener_stop poll_for settle autovacuum_ended);
 
 
 # A LISTEN session in python3 with psycopg2 that prints, for every
@@ -260,6 +260,16 @@ sub settle
 	poll_for($s, $others, '0', 30);
 	$s->close;
 	return;
+}
+
+# Whether a server log line is the FATAL with which PostgreSQL ends an
+# autovacuum worker that happens to run at a fast shutdown or DROP
+# DATABASE: the server's doing, not a failure of the test.
+sub autovacuum_ended
+{
+	my ($line) = @_;
+	return $line =~
+	  /\[autovacuum worker\] FATAL:  terminating autovacuum process due to administrator command$/;
 }
 
 1;

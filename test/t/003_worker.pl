@@ -1005,13 +1005,9 @@ sub check_log
 	is(join("\n", @exits), '', "$name: no queue worker or launcher exited abnormally");
 	my @panic = grep { /PANIC|TRAP:|was terminated by signal/ } split /\n/, $log;
 	is(join("\n", @panic), '', "$name: no PANIC, TRAP or crash");
-	# (a fast shutdown, as the restarts here make, or DROP DATABASE ends
-	# an autovacuum worker that happens to run with this FATAL)
 	my @fatal = grep {
 		my ($pid) = /\[(\d+)\] \[client backend\] .*FATAL:  terminating connection due to administrator command$/;
-		/\bFATAL:/
-		  && !(defined $pid && $terminated_pids{$pid})
-		  && !/\[autovacuum worker\] FATAL:  terminating autovacuum process due to administrator command$/
+		/\bFATAL:/ && !(defined $pid && $terminated_pids{$pid}) && !autovacuum_ended($_)
 	} split /\n/, $log;
 	is(join("\n", @fatal), '', "$name: no FATAL but those of the sessions we terminated");
 	return;
