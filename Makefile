@@ -11,7 +11,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # pg_regress files run in this order; each is independent of the others
 # but shares the database, so names of queues are unique per file.
-REGRESS = queues enqueue claim complete fail manage views errors security groups lease
+REGRESS = queues enqueue claim complete fail manage views errors security groups lease plans
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))

@@ -26,6 +26,8 @@
 #include "commands/sequence.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/planner.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -42,6 +44,11 @@ static bool queue_cache_stale = false;
 static Oid	queue_config_relid = InvalidOid;
 static List *dead_caches = NIL;
 static OverrideSearchPath *pinned_path = NULL;
+static int	spi_depth = 0;		/* QueueSpiBegin scopes open */
+static planner_hook_type prev_planner_hook = NULL;
+
+static PlannedStmt *queue_planner(Query *parse, const char *query_string,
+								  int cursor_options, ParamListInfo bound_params);
 
 static void
 queue_relcache_callback(Datum arg, Oid relid)
@@ -59,6 +66,7 @@ free_dead_caches(XactEvent event, void *arg)
 		event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT &&
 		event != XACT_EVENT_PREPARE)
 		return;
+	spi_depth = 0;				/* scopes an error left open */
 	foreach(lc, dead_caches)
 	{
 		HTAB	   *cache = (HTAB *) lfirst(lc);
@@ -85,6 +93,8 @@ QueueCacheInit(void)
 {
 	CacheRegisterRelcacheCallback(queue_relcache_callback, (Datum) 0);
 	RegisterXactCallback(free_dead_caches, NULL);
+	prev_planner_hook = planner_hook;
+	planner_hook = queue_planner;
 }
 
 static void
@@ -145,6 +155,7 @@ QueueSpiBegin(void)
 	}
 	SPI_connect();
 	PushOverrideSearchPath(pinned_path);
+	spi_depth++;
 }
 
 void
@@ -152,6 +163,58 @@ QueueSpiEnd(void)
 {
 	PopOverrideSearchPath();
 	SPI_finish();
+	if (spi_depth > 0)
+		spi_depth--;
+}
+
+/*
+ * Plan our saved statements without sequential scans.  Every one of them
+ * has an index that serves it, but the plan cache replans a saved plan
+ * whenever something invalidates it, autovacuum's update of the table's
+ * pg_class row included, and the planner goes by the table's size at that
+ * moment.  A queue is often empty then, and for an empty table a
+ * sequential scan is the cheapest plan: it stayed in use while a backlog
+ * of 20,000 jobs built up, and every promotion, fail, release and enqueue
+ * into a group read the whole table (sql/plans.sql).
+ *
+ * Our plans are the generic ones (QueueGetPlan) planned inside
+ * QueueSpiBegin; anything else planned there, such as a statement of a
+ * trigger on a queue's table, is planned as usual.  Setting enable_seqscan
+ * through the GUC machinery instead, around every call, took a tenth of
+ * the CPU of enqueue() called in a loop; here only planning pays, and
+ * rarely.  An error
+ * inside a scope leaves spi_depth behind until the transaction ends, which
+ * only matters to other generic plans made meanwhile.
+ */
+static PlannedStmt *
+plan_on(Query *parse, const char *query_string, int cursor_options, ParamListInfo bound_params)
+{
+	if (prev_planner_hook != NULL)
+		return prev_planner_hook(parse, query_string, cursor_options, bound_params);
+	return standard_planner(parse, query_string, cursor_options, bound_params);
+}
+
+static PlannedStmt *
+queue_planner(Query *parse, const char *query_string, int cursor_options,
+			  ParamListInfo bound_params)
+{
+	bool		save = enable_seqscan;
+	PlannedStmt *result = NULL;
+
+	if (spi_depth == 0 || (cursor_options & CURSOR_OPT_GENERIC_PLAN) == 0)
+		return plan_on(parse, query_string, cursor_options, bound_params);
+
+	enable_seqscan = false;
+	PG_TRY();
+	{
+		result = plan_on(parse, query_string, cursor_options, bound_params);
+	}
+	PG_FINALLY();
+	{
+		enable_seqscan = save;
+	}
+	PG_END_TRY();
+	return result;
 }
 
 /*
@@ -495,8 +558,9 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 							 " WHERE state = 'scheduled' AND run_at <= $1"
 							 " ORDER BY run_at LIMIT $4 FOR UPDATE SKIP LOCKED))"
 							 " RETURNING id, priority, rank),"
-							 " l AS (SELECT EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
-							 " AND run_at <= $1 AND id NOT IN (SELECT id FROM u)) AS left_due)"
+							 " l AS (SELECT (SELECT run_at FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $1 AND id NOT IN (SELECT id FROM u)"
+							 " ORDER BY run_at LIMIT 1) IS NOT NULL AS left_due)"
 							 " SELECT count(*), max(priority), min(rank),"
 							 " CASE WHEN count(*) > 0 THEN least("
 							 "CASE WHEN count(*) = $4 THEN $1 + interval '1 microsecond'"
@@ -571,7 +635,8 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			break;
 		case PLAN_GROUP_BUSY:
 			appendStringInfo(&buf,
-							 "SELECT 1 FROM %s WHERE group_key = $1 AND state <> 'dead' LIMIT 1", t);
+							 "SELECT 1 FROM %s WHERE group_key = $1 AND state <> 'dead'"
+							 " ORDER BY rank LIMIT 1", t);
 			break;
 		case PLAN_GROUP_ADVANCE:
 			appendStringInfo(&buf,
@@ -667,8 +732,8 @@ plan_sql(QueueInfo *q, QueuePlanId which)
 			/* see queue._tick_queue */
 			appendStringInfo(&buf,
 							 "SELECT least(CASE WHEN $2 >= $3 THEN $1 END,"
-							 " CASE WHEN EXISTS (SELECT 1 FROM %s WHERE state = 'scheduled'"
-							 " AND run_at <= $1) THEN $1 + $4 END,"
+							 " CASE WHEN (SELECT run_at FROM %s WHERE state = 'scheduled'"
+							 " AND run_at <= $1 ORDER BY run_at LIMIT 1) IS NOT NULL THEN $1 + $4 END,"
 							 " (SELECT run_at FROM %s WHERE state = 'scheduled' AND run_at > $1"
 							 " ORDER BY run_at LIMIT 1),"
 							 " (SELECT lease_until FROM %s WHERE state = 'running'"
@@ -892,7 +957,15 @@ QueueGetPlan(QueueInfo *q, QueuePlanId which)
 	 * Generic plans: every statement here is an index lookup or an ordered
 	 * index scan whatever its parameters, and the plan cache would
 	 * otherwise keep replanning some of them (it judges claims by their
-	 * LIMIT parameter), which was a third of a claim's time.
+	 * LIMIT parameter), which was a third of a claim's time.  That holds
+	 * only for what cannot be planned any other way (see queue_planner): a
+	 * look for any one matching row (EXISTS, or LIMIT 1 alone) was planned
+	 * as a sequential scan whenever the statistics said many rows match,
+	 * and read the whole table when none did; after ANALYZE of a queue
+	 * holding 20,000 scheduled jobs, every promotion did (sql/plans.sql).
+	 * Without sequential scans it may be a bitmap scan, which reads every
+	 * match first.  Such looks therefore ask for the first row in an
+	 * index's order.
 	 */
 	plan = SPI_prepare_cursor(plan_sql(q, which), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 	if (plan == NULL)
