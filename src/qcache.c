@@ -163,8 +163,17 @@ QueueSpiEnd(void)
 {
 	PopOverrideSearchPath();
 	SPI_finish();
-	if (spi_depth > 0)
-		spi_depth--;
+	Assert(spi_depth > 0);
+	spi_depth--;
+}
+
+/* The planner we stand in front of. */
+static PlannedStmt *
+plan_on(Query *parse, const char *query_string, int cursor_options, ParamListInfo bound_params)
+{
+	if (prev_planner_hook != NULL)
+		return prev_planner_hook(parse, query_string, cursor_options, bound_params);
+	return standard_planner(parse, query_string, cursor_options, bound_params);
 }
 
 /*
@@ -182,18 +191,10 @@ QueueSpiEnd(void)
  * trigger on a queue's table, is planned as usual.  Setting enable_seqscan
  * through the GUC machinery instead, around every call, took a tenth of
  * the CPU of enqueue() called in a loop; here only planning pays, and
- * rarely.  An error
- * inside a scope leaves spi_depth behind until the transaction ends, which
- * only matters to other generic plans made meanwhile.
+ * rarely.  An error inside a scope leaves spi_depth behind until the
+ * transaction ends, which only matters to other generic plans made
+ * meanwhile.
  */
-static PlannedStmt *
-plan_on(Query *parse, const char *query_string, int cursor_options, ParamListInfo bound_params)
-{
-	if (prev_planner_hook != NULL)
-		return prev_planner_hook(parse, query_string, cursor_options, bound_params);
-	return standard_planner(parse, query_string, cursor_options, bound_params);
-}
-
 static PlannedStmt *
 queue_planner(Query *parse, const char *query_string, int cursor_options,
 			  ParamListInfo bound_params)
