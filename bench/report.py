@@ -854,7 +854,9 @@ def main():
       "nobody (its listeners only sit there). PgQ's consumers poll between ticks, and pg-boss's and "
       "graphile-worker's listeners are their workers, which would take the jobs: they do not run it.\n")
     w(table("enqueue"))
-    w("Bulk: one call with 10,000 jobs, timed from the client.\n")
+    w("Bulk: one call with 10,000 jobs into an empty queue, timed from the client; %s.\n"
+      % ("one call (quick mode)" if quick else "each repetition is the median of 5 such calls (a single call of "
+         "~150 ms moved by a third with this VM's noise)"))
     w(table("bulk"))
     w("## Drain a preloaded backlog\n")
     w("Consumers take jobs from a backlog that is larger than what they can drain in the run (it never runs dry; "
