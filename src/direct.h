@@ -88,7 +88,7 @@ typedef struct QueueDirectScan
 extern bool QueueDirectScanBegin(QueueDirectScan *ds, QueueInfo *q, CmdType cmd, bool by_id,
 								 int nkeys);
 extern void QueueDirectScanEnd(QueueDirectScan *ds);
-extern void QueueDirectIndexEntries(QueueInsertState *st, Relation rel, TupleTableSlot *slot,
-									bool update);
+extern void QueueDirectIndexEntries(QueueInsertState *st, Relation rel, TupleTableSlot **slots,
+									int n, bool update);
 
 #endif							/* QUEUE_DIRECT_H */

@@ -203,7 +203,7 @@ QueueTakeJobs(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args,
 			continue;
 		}
 		if (in_place && update_indexes)
-			QueueDirectIndexEntries(st, ds.rel, new, true);
+			QueueDirectIndexEntries(st, ds.rel, &new, 1, true);
 
 		for (int c = 0; c < HELD_NCOLS; c++)
 		{
