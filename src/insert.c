@@ -490,7 +490,7 @@ QueueDirectIndexEntries(QueueInsertState *st, Relation rel, TupleTableSlot **slo
 {
 	ExprContext *econtext;
 
-	if (st->nindexes == 0 || n == 0)
+	if (st->nindexes == 0)
 		return;
 	econtext = GetPerTupleExprContext(st->estate);
 	for (int i = 0; i < st->nindexes; i++)
