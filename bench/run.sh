@@ -25,6 +25,7 @@
 #   BENCH_ONLY=enqueue,drain,payload,latency,scheduled,orphans,groups,horizon
 #   BENCH_HORIZON_SYSTEMS=queue,baseline   the systems the horizon measures
 #                                      (default: BENCH_SYSTEMS)
+#   BENCH_PAYLOADS=2048,65536          payload sizes of the payload workload
 #
 # Exits non-zero only when the suite itself breaks (a setup step fails, or a
 # workload cannot run); it asserts nothing about speed.
@@ -167,7 +168,7 @@ rc=0
 # ------------------------------------------------------------ report
 # the command as run, with every setting the environment overrode
 COMMAND=""
-for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_HORIZON_SYSTEMS BENCH_REPS BENCH_ENQ1_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB \
+for v in QUEUE_SKIP_BUILD BENCH_ONLY BENCH_SYSTEMS BENCH_HORIZON_SYSTEMS BENCH_REPS BENCH_ENQ1_REPS BENCH_SIDE_REPS BENCH_MAX_BACKLOG_MB BENCH_PAYLOADS \
 	ENQ_SECONDS ENQ1_SECONDS DRAIN_SECONDS STEADY_SECONDS HORIZON_PHASES PGBIN; do
 	[ "$v" = PGBIN ] && [ "$PGBIN" = "$SYSTEM_PGBIN" ] && continue  # the default, set above
 	if [ -n "${!v:-}" ]; then COMMAND+="$v=${!v} "; fi
