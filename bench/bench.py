@@ -76,7 +76,7 @@ class Cfg:
             self.horizon_window = 1.0
             self.horizon_rate = 400
             self.groups = [None, 1, 1000]
-            self.payloads = [2048]
+            self.payloads = env("BENCH_PAYLOADS", "2048")
             # backlogs a third of a measured run's: filling them is most of
             # quick mode's time, and nothing is measured
             self.backlog_scale = 0.3
@@ -105,10 +105,11 @@ class Cfg:
             self.horizon_window = 30.0
             self.horizon_rate = 800
             self.groups = [None, 1, 1000, 1000000]
-            self.payloads = [int(x) for x in env("BENCH_PAYLOADS", "2048,65536").split(",") if x]
-            if not set(self.payloads) <= {2048, 65536}:
-                sys.exit("BENCH_PAYLOADS: a comma list of 2048 and 65536")
+            self.payloads = env("BENCH_PAYLOADS", "2048,65536")
             self.backlog_scale = 1.0
+        self.payloads = [int(x) for x in self.payloads.split(",") if x]
+        if not set(self.payloads) <= {2048, 65536}:
+            sys.exit("BENCH_PAYLOADS: a comma list of 2048 and 65536")
         self.listeners = 4
         self.systems = [s for s in env("BENCH_SYSTEMS", ",".join(ALL_SYSTEMS)).split(",") if s]
         # the horizon takes 9 minutes per system and holder: a run may give
