@@ -452,7 +452,7 @@ def reset(system):
 CHANNEL = {"queue": "queue_bq", "queue_noarch": "queue_bq0", "baseline": "base_jobs", "floor": "floor_ins"}
 
 
-def enqueue_script(system, batch, listened=False):
+def enqueue_script(system, batch, listened=False, returning=False):
     if system == "baseline" and listened:
         # a hand-written queue wakes its consumers itself, in the same transaction
         return ("WITH j AS (INSERT INTO base_jobs (payload) VALUES (:p::jsonb) RETURNING id) "
@@ -468,7 +468,7 @@ def enqueue_script(system, batch, listened=False):
         return "INSERT INTO base_jobs (payload) SELECT unnest(:arr::jsonb[]);\n"
     if system == "floor":
         if batch == 1:
-            return "INSERT INTO floor_ins (payload) VALUES (:p::jsonb);\n"
+            return "INSERT INTO floor_ins (payload) VALUES (:p::jsonb)%s;\n" % (" RETURNING id" if returning else "")
         return "INSERT INTO floor_ins (payload) SELECT unnest(:arr::jsonb[]);\n"
     if system == "pgq":
         if batch == 1:
@@ -501,10 +501,14 @@ def listener(channel, ready, stop, out):
 
 
 def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload="enqueue", variant=None, rep=0,
-                listeners=0):
+                listeners=0, returning=False):
+    """returning (the raw floor's single jobs only): the INSERT hands the
+    new row's id back to the client, as queue.enqueue() does."""
     reset(system)
     p = make_payload(nbytes)
     variant = variant or ("1 job/txn" if batch == 1 else "%d jobs/txn" % batch)
+    if returning:
+        variant += ", id returned"
     if listeners:
         variant += ", %d listeners" % listeners
         mp = multiprocessing.get_context("forkserver" if PARALLEL else "fork")
@@ -544,7 +548,7 @@ def run_enqueue(cfg, res, system, clients, batch, seconds, nbytes=100, workload=
     else:
         defs = {"p": p} if batch == 1 else {"arr": pg_array([p] * batch)}
         wal = WalMeter()
-        r = pgbench(enqueue_script(system, batch), clients, seconds, defs)
+        r = pgbench(enqueue_script(system, batch, returning=returning), clients, seconds, defs)
         rate = r["tps"] * batch
         wal.record(res, workload, variant, system, clients, rep, r["tx"] * batch)
     res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
@@ -1559,6 +1563,12 @@ def main():
                     for s in rotated(rep):
                         cells.append((s, "enqueue %s c%d" % (s, clients), partial(run_enqueue, rep=rep),
                                       cfg, res, s, clients, 1, cfg.enq1_s))
+                        # what handing the id back costs a plain INSERT:
+                        # queue.enqueue() returns it, the floor's does not
+                        if s == "floor":
+                            cells.append((s, "enqueue floor c%d, id returned" % clients,
+                                          partial(run_enqueue, rep=rep, returning=True),
+                                          cfg, res, s, clients, 1, cfg.enq1_s))
                 # the bar holds "even with listeners present": sessions that
                 # LISTEN for new jobs and read what they hear (queue coalesces
                 # its NOTIFYs; the baseline sends one per job, as its consumers
