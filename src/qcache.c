@@ -39,6 +39,19 @@
 #include "queue.h"
 
 static HTAB *queue_by_qno = NULL;
+
+/*
+ * The same entries by name, which is how most calls name their queue.  An
+ * entry of queue_by_qno never moves, so this one points at it; it goes
+ * with queue_by_qno (queue_cache_reset), never on its own.
+ */
+typedef struct QueueNameEntry
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	QueueInfo  *q;
+} QueueNameEntry;
+
+static HTAB *queue_by_name = NULL;
 static MemoryContext queue_cache_cxt = NULL;
 static bool queue_cache_stale = false;
 static Oid	queue_config_relid = InvalidOid;
@@ -122,6 +135,12 @@ queue_cache_reset(void)
 	ctl.hcxt = queue_cache_cxt;
 	queue_by_qno = hash_create("queue cache", 32, &ctl,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	if (queue_by_name != NULL)
+		hash_destroy(queue_by_name);
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(QueueNameEntry);
+	queue_by_name = hash_create("queue cache by name", 32, &ctl,
+								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	queue_cache_stale = false;
 }
 
@@ -270,6 +289,7 @@ load_queue(const char *name, int32 qno)
 	bool		isnull;
 	int32		found_qno;
 	QueueInfo  *q;
+	QueueNameEntry *ne;
 	bool		found;
 	SPIPlanPtr	plan;
 
@@ -333,6 +353,8 @@ load_queue(const char *name, int32 qno)
 	q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 	q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
 	q->seqid = InvalidOid;
+	ne = hash_search(queue_by_name, q->name, HASH_ENTER, NULL);
+	ne->q = q;
 	return q;
 }
 
@@ -357,7 +379,7 @@ QueueInfo *
 QueueLookupByName(text *name)
 {
 	char	   *str;
-	HASH_SEQ_STATUS status;
+	QueueNameEntry *ne;
 	QueueInfo  *q;
 
 	if (name == NULL)
@@ -376,15 +398,9 @@ QueueLookupByName(text *name)
 		queue_cache_reset();
 	}
 
-	hash_seq_init(&status, queue_by_qno);
-	while ((q = hash_seq_search(&status)) != NULL)
-	{
-		if (strcmp(q->name, str) == 0)
-		{
-			hash_seq_term(&status);
-			return q;
-		}
-	}
+	ne = hash_search(queue_by_name, str, HASH_FIND, NULL);
+	if (ne != NULL)
+		return ne->q;
 
 	q = load_queue(str, 0);
 	if (q == NULL)
