@@ -385,6 +385,16 @@ def why(w, v, c, peer):
         return t + read_floor(w, v, c, peer) + "."
     m = COMPARED[w]
     q, o, na = (stat((w, v, s, c, m)) for s in ("queue", peer, "queue_noarch"))
+    fp, fr = med(w, v, "floor", c, m), med(w, v + ", id returned", "floor", c, m)
+    if w == "enqueue" and peer == "baseline" and q and o and fp and fr:
+        # (the baseline's listened variant returns a row too: pg_notify's)
+        t = ("The baseline's `INSERT` hands nothing back, while queue.enqueue() returns the job's id, a result row "
+             "the server describes and sends and the client reads: the raw floor's `INSERT` ran at %s jobs/s plain "
+             "and %s with `RETURNING id` (%.2f×), and queue at %.2f× the latter"
+             % (fmt(fp), fmt(fr), fr / fp, q["median"] / fr))
+        if qc is not None and pc is not None:
+            t += ". Per job the server spent %s µs of CPU for queue against %s for the baseline" % (fmt(qc), fmt(pc))
+        return t + "."
     if w in ("enqueue", "bulk", "payload enqueue") and na and o and na.get("median") is not None:
         lower = units.get((w, v, "queue", c, m)) in LOWER_IS_BETTER
         if (na["median"] < o["median"]) if lower else (na["median"] > o["median"]):
