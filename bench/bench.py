@@ -789,8 +789,10 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     p = make_payload(nbytes)
     variant = variant or "claim %d + complete, %s" % (batch, dict(FLOOR_MODES, tx="one txn", leased="leased (two txns)")[mode])
     est = estimate(rates, system, batch, mode, nbytes, clients)
-    # never preload more than BENCH_MAX_BACKLOG_MB of payload (default 3 GB)
-    cap = int(float(os.environ.get("BENCH_MAX_BACKLOG_MB", 3072)) * 1048576 / max(nbytes, 100))
+    # never preload more payload than run.sh allows (BENCH_MAX_BACKLOG_MB, or
+    # sized by the free disk)
+    cap_mb = os.environ.get("BENCH_BACKLOG_MB") or os.environ.get("BENCH_MAX_BACKLOG_MB") or 3072
+    cap = int(float(cap_mb) * 1048576 / max(nbytes, 100))
     # the Node clients fill their backlog inside the run: of theirs, only the
     # WAL written while the consumers ran is measured (by the Node side)
     wal = node_wal = None
@@ -819,7 +821,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
         if not dry:
             if secs < seconds:
                 res.warn("drain %s %s c%d" % (system, variant, clients),
-                         "ran %d s, not %g: BENCH_MAX_BACKLOG_MB caps its backlog" % (round(secs), seconds))
+                         "ran %d s, not %g: the backlog cap (%s MB) cuts its backlog" % (round(secs), seconds, cap_mb))
             if wal is not None:
                 wal.record(res, workload, variant, system, clients, rep, jobs)
             elif node_wal is not None and jobs > 0:
