@@ -339,20 +339,22 @@ load_queue(const char *name, int32 qno)
 	desc = SPI_tuptable->tupdesc;
 	found_qno = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
 	q = hash_search(queue_by_qno, &found_qno, HASH_ENTER, &found);
-	if (found)
-		return q;
-	memset(((char *) q) + sizeof(int32), 0, sizeof(QueueInfo) - sizeof(int32));
-	strlcpy(q->name, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)), NAMEDATALEN);
-	q->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
-	q->lease = *DatumGetIntervalP(SPI_getbinval(tup, desc, 4, &isnull));
-	q->backoff_base = *DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull));
-	q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
-	q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
-	q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-	q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
-	q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
-	q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
-	q->seqid = InvalidOid;
+	if (!found)
+	{
+		memset(((char *) q) + sizeof(int32), 0, sizeof(QueueInfo) - sizeof(int32));
+		strlcpy(q->name, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)), NAMEDATALEN);
+		q->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		q->lease = *DatumGetIntervalP(SPI_getbinval(tup, desc, 4, &isnull));
+		q->backoff_base = *DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull));
+		q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
+		q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+		q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+		q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
+		q->seqid = InvalidOid;
+	}
+	/* (also when found: an error between the two entries may have left it out) */
 	ne = hash_search(queue_by_name, q->name, HASH_ENTER, NULL);
 	ne->q = q;
 	return q;
