@@ -854,7 +854,7 @@ def main():
     w("- Cluster (same for every system, one database `bench`): " + env["settings"])
     if meta.get("max_backlog_mb"):
         w("- Drain backlogs: at most %s MB of payload each (`BENCH_MAX_BACKLOG_MB`, by default a quarter of the "
-          "cluster's free disk, 3–16 GB)" % meta["max_backlog_mb"])
+          "cluster's free disk, 3–24 GB)" % meta["max_backlog_mb"])
     w("- Durations: " + ", ".join("%s %.0f s" % kv for kv in timings.get("sections", {}).items()))
     w("")
     w("Every figure is the median of the runs, [min–max] when there were several, and (×) its ratio to the "

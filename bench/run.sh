@@ -132,7 +132,7 @@ SETTINGS=(
 	"shared_preload_libraries = 'queue'"
 )
 # The most payload one drain backlog may hold: BENCH_MAX_BACKLOG_MB, or a
-# quarter of the disk free for the cluster, from 3 GB to 16 GB.  At 64 KB
+# quarter of the disk free for the cluster, from 3 GB to 24 GB.  At 64 KB
 # PgQ and the raw floor drain ~12,000 jobs/s here: 10 s of that is 7.5 GB,
 # which a fixed 3 GB cut to runs of 2 s (20261129T111638Z).
 if [ -n "${BENCH_MAX_BACKLOG_MB:-}" ]; then
@@ -140,7 +140,7 @@ if [ -n "${BENCH_MAX_BACKLOG_MB:-}" ]; then
 else
 	mkdir -p "$DIR"
 	BACKLOG_MB=$(( $(df -Pm "$DIR" | awk 'NR == 2 {print $4}') / 4 ))
-	BACKLOG_MB=$(( BACKLOG_MB < 3072 ? 3072 : BACKLOG_MB > 16384 ? 16384 : BACKLOG_MB ))
+	BACKLOG_MB=$(( BACKLOG_MB < 3072 ? 3072 : BACKLOG_MB > 24576 ? 24576 : BACKLOG_MB ))
 fi
 export BENCH_BACKLOG_MB=$BACKLOG_MB
 say "cluster in $DIR, port $PORT ($PGBIN)"
