@@ -292,3 +292,17 @@ SELECT count(queue.complete(id)) FROM queue.claim('cmp_z', 2);
 SELECT b.k, pg_column_compression(a.payload) AS method, md5(a.payload::text) = b.sum AS same
 FROM cmp_z_before b JOIN queue.a_cmp_z a ON a.payload->>'k' = b.k ORDER BY 1;
 SELECT queue.drop('cmp_z');
+
+-- Jobs completed together are archived in batches of at most 64 KB of
+-- values: six of ~64 KB each, claimed and completed in one transaction,
+-- all reach the archive whole.
+SELECT queue.create('cmp_big');
+SELECT count(*) FROM queue.enqueue_batch('cmp_big', (SELECT array_agg(jsonb_build_object('n', n, 'pad',
+    (SELECT string_agg(md5((n * 10000 + i)::text), '') FROM generate_series(1, 2000) i))) FROM generate_series(1, 6) n));
+CREATE TEMP TABLE cmp_big_before AS SELECT id, md5(payload::text) AS sum FROM queue.q_cmp_big;
+BEGIN;
+SELECT queue.complete((SELECT array_agg(id) FROM queue.claim('cmp_big', 6))) AS completed;
+COMMIT;
+SELECT count(*) AS archived, bool_and(md5(a.payload::text) = b.sum) AS same, bool_and(a.state = 'done') AS done
+FROM cmp_big_before b JOIN queue.a_cmp_big a USING (id);
+SELECT queue.drop('cmp_big');

@@ -211,6 +211,12 @@ RESET enable_seqscan;
 SELECT count(*) AS all_rows, count(DISTINCT id) AS ids, count(DISTINCT rank) AS ranks,
        bool_and(rank = id / 1000000) AS rank_is_seq
 FROM queue.q_enq_direct;
+-- (the batch's 1.2 MB goes in as many table_multi_insert calls: ids still
+-- follow the array)
+SELECT bool_and(c = prev + 1) AS batch_in_array_order
+FROM (SELECT (payload->>'companyId')::int AS c, lag((payload->>'companyId')::int) OVER (ORDER BY id) AS prev
+      FROM queue.q_enq_direct WHERE (payload->>'companyId')::int > 100) s
+WHERE prev IS NOT NULL;
 CREATE TABLE enq_seen (payload jsonb);
 CREATE FUNCTION enq_seen_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -104,8 +104,16 @@ static const int archive_from_held[AC_NCOLS] = {
 	HELD_RUN_AT, HELD_DEDUP_KEY, HELD_LAST_ERROR, HELD_HISTORY, HELD_CLAIMED_AT, -1, -1, -1
 };
 
-/* Rows per table_multi_insert; also the most slots a state keeps. */
+/*
+ * Rows per table_multi_insert: at most MAX_SLOTS (also the most slots a
+ * state keeps), and, as COPY FROM does, no more than MAX_BATCH_BYTES of
+ * values.  Every row of a batch is copied whole into its slot before any
+ * is written: completing 1,000 jobs of 1 MB would have taken 1 GB at once,
+ * and each batch of 100 jobs of 64 KB took 6.4 MB that the backend's
+ * malloc handed back to the kernel and faulted in again for the next.
+ */
 #define MAX_SLOTS	1000
+#define MAX_BATCH_BYTES 65536
 StaticAssertDecl((int) IC_NCOLS <= MAX_COLS && (int) AC_NCOLS <= MAX_COLS, "MAX_COLS too small");
 
 static List *all_states = NIL;
@@ -613,10 +621,14 @@ QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, Queue
 
 	if (rel == NULL)
 		return false;
-	for (int first = 0; first < n; first += MAX_SLOTS)
+	for (int first = 0, m; first < n; first += m)
 	{
-		int			m = Min(n - first, MAX_SLOTS);
-		TupleTableSlot **slots = get_slots(q->insert, m);
+		TupleTableSlot **slots;
+		Size		bytes = 0;
+
+		for (m = 0; first + m < n && m < MAX_SLOTS && bytes < MAX_BATCH_BYTES; m++)
+			bytes += VARSIZE_ANY(DatumGetPointer(payloads[first + m]));
+		slots = get_slots(q->insert, m);
 
 		for (int i = 0; i < m; i++)
 			fill_job(q->insert, slots[i], DatumGetInt64(ids[first + i]), run_at,
@@ -625,6 +637,22 @@ QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, Queue
 	}
 	table_close(rel, NoLock);
 	return true;
+}
+
+/* The bytes of an archive row's variable-length values (held.c's columns). */
+static Size
+held_row_bytes(const Datum *values, const bool *nulls)
+{
+	Size		bytes = 0;
+
+	for (int c = 0; c < AC_NCOLS; c++)
+	{
+		int			h = archive_from_held[c];
+
+		if (h >= 0 && !nulls[h] && (archive_col_types[c] == TEXTOID || archive_col_types[c] == JSONBOID))
+			bytes += VARSIZE_ANY(DatumGetPointer(values[h]));
+	}
+	return bytes;
 }
 
 /*
@@ -642,10 +670,14 @@ QueueArchiveRows(QueueInfo *q, int n, Datum *const *values, bool *const *nulls,
 
 	if (rel == NULL)
 		return false;
-	for (int first = 0; first < n; first += MAX_SLOTS)
+	for (int first = 0, m; first < n; first += m)
 	{
-		int			m = Min(n - first, MAX_SLOTS);
-		TupleTableSlot **slots = get_slots(st, m);
+		TupleTableSlot **slots;
+		Size		bytes = 0;
+
+		for (m = 0; first + m < n && m < MAX_SLOTS && bytes < MAX_BATCH_BYTES; m++)
+			bytes += held_row_bytes(values[first + m], nulls[first + m]);
+		slots = get_slots(st, m);
 
 		for (int i = 0; i < m; i++)
 		{
