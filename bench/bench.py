@@ -736,10 +736,15 @@ def top_up(system, target, clients, p, batch=1):
     return backlog(system, clients)
 
 
+# a drain's backlog larger than this is dropped once it is measured
+KEEP_BACKLOG_BYTES = 1 << 30
+
+
 def discard_backlog(system, clients):
     """Drop what is left of a drain's backlog.  Left in place until the
     system's next run, the 64 KB backlogs of every system added up: PgQ's
-    four queues alone held 24 GB when a run was stopped at 31 GB free."""
+    four queues alone held 24 GB when a run was stopped at 31 GB free.
+    Smaller ones stay, for the next repetition to top up."""
     if system == "pgq":
         for c in range(clients):
             pgq_recreate("pq_%d" % c, max_count=100)
@@ -805,7 +810,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
     est = estimate(rates, system, batch, mode, nbytes, clients)
     # never preload more payload than run.sh allows (BENCH_MAX_BACKLOG_MB, or
     # sized by the free disk)
-    cap_mb = os.environ.get("BENCH_BACKLOG_MB") or os.environ.get("BENCH_MAX_BACKLOG_MB") or 3072
+    cap_mb = os.environ.get("BENCH_BACKLOG_MB", 3072)
     cap = int(float(cap_mb) * 1048576 / max(nbytes, 100))
     # the Node clients fill their backlog inside the run: of theirs, only the
     # WAL written while the consumers ran is measured (by the Node side)
@@ -853,7 +858,7 @@ def run_drain(cfg, res, system, clients, batch, mode, seconds, rates, nbytes=100
         break
     rates[key] = max(rate, 1.0)
     res.add(workload, variant, system, clients, rep, "throughput", round(rate, 1), "jobs/s")
-    if nbytes >= 65536:
+    if target * len(p) > KEEP_BACKLOG_BYTES:
         discard_backlog(system, clients)
     return rate
 

@@ -385,8 +385,9 @@ def why(w, v, c, peer):
         return t + read_floor(w, v, c, peer) + "."
     m = COMPARED[w]
     q, o, na = (stat((w, v, s, c, m)) for s in ("queue", peer, "queue_noarch"))
-    fp, fr = med(w, v, "floor", c, m), med(w, v + ", id returned", "floor", c, m)
-    if w == "enqueue" and peer == "baseline" and q and o and fp and fr:
+    fr = med(w, v + ", id returned", "floor", c, m) if w == "enqueue" and peer == "baseline" else None
+    fp = med(w, v, "floor", c, m) if fr else None
+    if q and o and fp and fr:
         # (the baseline's listened variant returns a row too: pg_notify's)
         t = ("The baseline's `INSERT` hands nothing back, while queue.enqueue() returns the job's id, a result row "
              "the server describes and sends and the client reads: the raw floor's `INSERT` ran at %s jobs/s plain "
