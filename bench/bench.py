@@ -1643,6 +1643,14 @@ def main():
                     cells.append((s, "payload enq %s %s" % (s, label),
                                   partial(run_enqueue, nbytes=nbytes, workload="payload enqueue", variant=label, rep=rep),
                                   cfg, res, s, 4, 1, cfg.enq_s))
+                # Drop what the enqueue cells left before any drain.  Left in
+                # place (up to 0.8 GB per system at 64 KB), it piled up in the
+                # first drain's path: queue's, first in every cell, ran 0.76x
+                # and 0.80x the raw floor's archiving drain after all seven
+                # systems' 64 KB enqueue cells, 1.20x after two of them
+                # (20261129T125643Z, 20261129T133716Z, 20261129T140948Z).
+                for s in systems:
+                    cells.append((s, "payload drop %s %s" % (s, label), reset, s))
                 for s in systems:
                     mode = "leased" if s == "graphile" else "tx"
                     cells.append((s, "payload drain %s %s" % (s, label),
