@@ -663,6 +663,21 @@ def listener_cost(v, c):
          "from %s to %s." % (v.split(", ", 1)[1], c, fmt(jpn), fmt(qa), fmt(qb), fmt(fa), fmt(fb)))
     if cq is not None and cf is not None:
         t += " The listening clients spent %s µs of CPU per job (the floor's: %s)." % (fmt(cq), fmt(cf))
+    # each system's cells with and without listeners ran minutes apart in the
+    # same repetition: their ratio leaves out most of the drift between
+    # repetitions that the medians above carry
+    paired = {}
+    for s in ("queue", "floor"):
+        ratios = [x / y for x, y in rep_pairs(("enqueue", v, s, str(c), "throughput"),
+                                              ("enqueue", "1 job/txn", s, str(c), "throughput")) if y]
+        if len(ratios) > 1:
+            paired[s] = ratios
+    if len(paired) == 2:
+        t += (" Repetition by repetition, queue's throughput with the listeners was %.2f× its own without them "
+              "(median of %d; %.2f–%.2f), the raw floor's %.2f× (%.2f–%.2f)."
+              % (statistics.median(paired["queue"]), len(paired["queue"]), min(paired["queue"]),
+                 max(paired["queue"]), statistics.median(paired["floor"]), min(paired["floor"]),
+                 max(paired["floor"])))
     return t + "\n"
 
 
