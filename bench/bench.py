@@ -178,7 +178,9 @@ def pgbench(script, clients, seconds, defs=None, rate=None, logprefix=None, extr
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
-    cmd = [PGBENCH, "-n", "-M", "prepared", "-d", DB, "-c", str(clients), "-j", str(min(clients, NPROC)),
+    # the database goes last: pgbench's -d is --debug, four lines of output
+    # per transaction
+    cmd = [PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, NPROC)),
            "-T", str(max(1, int(round(seconds)))), "-f", path]
     for k, v in (defs or {}).items():
         cmd += ["-D", "%s=%s" % (k, v)]
@@ -186,7 +188,7 @@ def pgbench(script, clients, seconds, defs=None, rate=None, logprefix=None, extr
         cmd += ["-R", str(rate)]
     if logprefix:
         cmd += ["-l", "--log-prefix", logprefix]
-    cmd += extra or []
+    cmd += (extra or []) + [DB]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
     os.unlink(path)
     out = p.stdout + p.stderr

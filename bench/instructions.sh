@@ -1,0 +1,130 @@
+#!/bin/bash
+# bench/instructions.sh: CPU instructions a backend spends per single-job
+# enqueue, against the plain INSERTs it is compared with, counted by
+# callgrind.
+#
+#   bash bench/instructions.sh               2,000 transactions per statement
+#   CALLS=10000 bash bench/instructions.sh
+#
+# Timed runs on this kind of VM spread by 10-25% from one to the next
+# (bench/README.md), which hides a change of a few percent; instruction
+# counts hardly move.  The server runs under valgrind --tool=callgrind,
+# each process counted on its own; pgbench (-M prepared, one client, as
+# bench/ runs single-job enqueue) runs each statement once, then CALLS + 1
+# times on a new connection, and the difference between the two backends'
+# counts, divided by CALLS, is one transaction: bind, execute, result and
+# commit.  The WAL flush's wait and the kernel's work are not instructions
+# of the backend and are not counted.
+#
+# As root on Debian: installs valgrind and what test/lib.sh needs, builds
+# and installs the extension (QUEUE_SKIP_BUILD=1: not), and writes
+# bench/results/<UTC timestamp>-instructions/report.md.  Asserts nothing.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+DIR=${INSTR_DIR:-/tmp/queue_instructions}
+PORT=${INSTR_PORT:-54421}
+CALLS=${CALLS:-2000}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT="$HERE/results/$STAMP-instructions"
+
+# shellcheck source=../test/lib.sh
+source "$ROOT/test/lib.sh"
+
+queue_install_deps
+if ! command -v valgrind >/dev/null 2>&1; then
+	echo "== installing: valgrind"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+fi
+[ "${QUEUE_SKIP_BUILD:-}" = 1 ] || queue_build
+
+# the same settings as bench/run.sh's cluster where they touch a backend's work
+queue_cluster_start "$DIR" "$PORT" "fsync = on" "synchronous_commit = on" "full_page_writes = on" \
+	"shared_buffers = 1GB" "autovacuum = off"
+psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL' >/dev/null
+CREATE DATABASE instr;
+\c instr
+CREATE EXTENSION queue;
+SELECT queue.create('q');
+-- the raw floor of bench/: a table with its primary key only
+CREATE TABLE one_btree (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
+-- ... and with a second btree, as queue's table has for the claim order
+CREATE TABLE two_btrees (id bigserial PRIMARY KEY, priority int NOT NULL DEFAULT 0, payload jsonb NOT NULL);
+CREATE INDEX ON two_btrees (priority DESC, id);
+SQL
+queue_cluster_stop "$DIR"
+
+WORK=$(mktemp -d)
+chown postgres: "$WORK"
+stop() {
+	su postgres -c "$PGBIN/pg_ctl -D '$DIR/data' -m fast -w stop" >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap stop EXIT
+su postgres -c "cd '$WORK' && valgrind --tool=callgrind --callgrind-out-file='$WORK/cg.%p' \
+	$PGBIN/postgres -D '$DIR/data' >'$WORK/server.log' 2>&1 &"
+for _ in $(seq 120); do
+	"$PGBIN/pg_isready" -q -h "$DIR" -p "$PORT" && break
+	sleep 1
+done
+"$PGBIN/pg_isready" -q -h "$DIR" -p "$PORT" || { cat "$WORK/server.log" >&2; exit 1; }
+
+# name | the pgbench script
+CASES=(
+	"queue.enqueue()|SELECT queue.enqueue('q', :p::jsonb);"
+	"INSERT|INSERT INTO one_btree (payload) VALUES (:p::jsonb);"
+	"INSERT ... RETURNING id|INSERT INTO one_btree (payload) VALUES (:p::jsonb) RETURNING id;"
+	"the same, second btree|INSERT INTO two_btrees (payload) VALUES (:p::jsonb) RETURNING id;"
+)
+PAYLOAD='{"id": 12345, "kind": "email", "to": "user@example.com", "subject": "hello there, how are you"}'
+
+# Instructions of the backend of one pgbench run of $1 transactions: the
+# process that counted most among those that exited meanwhile (pgbench
+# also opens a connection of its own first).
+backend() {
+	local before after n best=0
+	before=$(cd "$WORK" && ls cg.* | sort)
+	"$PGBIN/pgbench" -n -M prepared -c 1 -t "$1" -f "$WORK/case.sql" -D "p=$PAYLOAD" instr >/dev/null
+	sleep 2   # the backend writes its counts as it exits
+	after=$(cd "$WORK" && ls cg.* | sort)
+	for f in $(comm -13 <(echo "$before") <(echo "$after")); do
+		n=$(sed -n 's/^summary: //p' "$WORK/$f")
+		if [ "${n:-0}" -gt "$best" ]; then best=$n; fi
+	done
+	[ "$best" -gt 0 ] || { echo "no counts for a run of $1 transactions" >&2; exit 1; }
+	echo "$best"
+}
+
+declare -A PER_CALL
+for c in "${CASES[@]}"; do
+	name=${c%%|*}
+	echo "${c#*|}" >"$WORK/case.sql"
+	chmod 644 "$WORK/case.sql"
+	one=$(backend 1)
+	all=$(backend $((CALLS + 1)))
+	PER_CALL[$name]=$(((all - one) / CALLS))
+	echo "== $name: ${PER_CALL[$name]} instructions per transaction"
+done
+
+ref=${PER_CALL["INSERT ... RETURNING id"]}
+mkdir -p "$OUT"
+{
+	echo "# Instructions per transaction"
+	echo
+	echo "\`bash bench/instructions.sh\` with CALLS=$CALLS at git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	echo "($(date -u '+%Y-%m-%d %H:%M UTC'); $(valgrind --version); $("$PGBIN/postgres" --version))."
+	echo "Each statement runs through pgbench \`-M prepared\` with one client, $CALLS transactions after one;"
+	echo "the figure is the backend's instructions per transaction (bind, execute, result, commit), counted"
+	echo "by callgrind. The payload is the benchmark's ~100-byte JSON object."
+	echo
+	echo "| statement | instructions per transaction | ratio to INSERT ... RETURNING id |"
+	echo "|---|---:|---:|"
+	for c in "${CASES[@]}"; do
+		name=${c%%|*}
+		printf '| `%s` | %s | %s |\n' "${c#*|}" "${PER_CALL[$name]}" \
+			"$(awk -v a="${PER_CALL[$name]}" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')"
+	done
+} >"$OUT/report.md"
+echo "== report: $OUT/report.md"
