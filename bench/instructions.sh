@@ -24,7 +24,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 DIR=${INSTR_DIR:-/tmp/queue_instructions}
-PORT=${INSTR_PORT:-54421}
+PORT=${INSTR_PORT:-54424}
 CALLS=${CALLS:-2000}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT="$HERE/results/$STAMP-instructions"

@@ -1029,7 +1029,7 @@ def main():
         w("\n</details>\n")
     w("## Exact commands\n")
     w("- Whole suite: `%s` (see bench/README.md)." % meta.get("command", "bash bench/run.sh"))
-    w("- SQL systems: `pgbench -n -M prepared -c CLIENTS -j min(CLIENTS, nproc) -T SECONDS -f SCRIPT -D p=PAYLOAD` "
+    w("- SQL systems: `pgbench -n -M prepared -c CLIENTS -j min(CLIENTS, nproc) -T SECONDS -f SCRIPT -D p=PAYLOAD bench` "
       "(`-D arr=...` for 100 jobs/txn; horizon: `-R RATE -l`); every script is in [scripts/](scripts/).")
     w("- Node systems: `bench/node/node_modules/.bin/node bench/node/bench.mjs '{\"cmd\": ..., \"system\": ..., "
       "\"clients\": ...}'` (see bench/node/bench.mjs).")
