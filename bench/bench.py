@@ -85,11 +85,9 @@ class Cfg:
             self.enq_s = float(env("ENQ_SECONDS", 4))
             # single-job enqueue is bound by the disk's flushes, whose rate
             # drifts: its targets (within 10% of a plain INSERT, with and
-            # without listeners) are judged on longer runs, more of them.
-            # Five were too few: one system's 10 s runs spread by 10-25%, and
-            # a 16-client ratio of medians of five came out at 0.84x and
-            # 0.89x (20261129T090322Z, 143946Z) where interleaved A/B sets
-            # of ten 10 s runs gave 0.97x.
+            # without listeners) are judged on longer runs, more of them:
+            # one system's nine 16-client runs spread by up to 20%
+            # (20261129T184715Z), which five could not settle to 10%.
             self.enq1_reps = int(env("BENCH_ENQ1_REPS", 9))
             self.enq1_s = float(env("ENQ1_SECONDS", 10))
             # the 4-client drains run `reps` times, the others `side_reps`

@@ -78,7 +78,7 @@ CASES=(
 	"INSERT ... RETURNING id|INSERT INTO one_btree (payload) VALUES (:p::jsonb) RETURNING id;"
 	"the same, second btree|INSERT INTO two_btrees (payload) VALUES (:p::jsonb) RETURNING id;"
 )
-PAYLOAD='{"id": 12345, "kind": "email", "to": "user@example.com", "subject": "hello there, how are you"}'
+PAYLOAD=$(cd "$HERE" && /usr/bin/python3 -c 'import bench; print(bench.make_payload(100))')
 
 # Instructions of the backend of one pgbench run of $1 transactions: the
 # process that counted most among those that exited meanwhile (pgbench
