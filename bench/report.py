@@ -262,8 +262,12 @@ def kept_floor(w, bv, c, pgq, q):
     if kf < pgq:
         t += ": the floor fell short of PgQ once it kept the jobs"
     if q:
-        t += ("; queue ran at %.2f× that floor (queue writes a claim's archive rows with one heap_multi_insert; "
-              "an INSERT ... SELECT writes them a row at a time)" % (q / kf))
+        t += "; queue ran at %.2f× that floor" % (q / kf)
+        if q > kf:
+            t += (" (queue writes a claim's archive rows with one heap_multi_insert; "
+                  "an INSERT ... SELECT writes them a row at a time)")
+        else:
+            t += ", which neither searches for its jobs nor reads their payloads"
     return t
 
 
