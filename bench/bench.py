@@ -67,7 +67,8 @@ class Cfg:
             self.clients = [4]
             self.listen_clients = 4
             self.drain_clients = [4]
-            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch"), (100, "batchkeep"), (100, "keep")]
+            self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "leased"), (100, "batch"), (100, "batchkeep"),
+                                 (100, "batchread"), (100, "keep")]
             self.steady_s = float(env("STEADY_SECONDS", 1))
             self.steady_rate = 100
             self.sched_n, self.sched_spread, self.sched_lead = 1000, 2, 1
@@ -98,7 +99,7 @@ class Cfg:
             self.listen_clients = 16
             self.drain_clients = [1, 4, 16]
             self.drain_matrix = [(1, "tx"), (1, "leased"), (100, "tx"), (100, "leased"), (100, "batch"),
-                                 (100, "batchkeep"), (100, "read"), (100, "keep")]
+                                 (100, "batchkeep"), (100, "batchread"), (100, "read"), (100, "keep")]
             self.steady_s = float(env("STEADY_SECONDS", 20))
             self.steady_rate = 200
             self.sched_n, self.sched_spread, self.sched_lead = 10000, 20, 5
@@ -618,6 +619,7 @@ def drains(system, batch, mode):
 FLOOR_MODES = {
     "batch": "leased, one lease per batch",
     "batchkeep": "leased, one lease per batch, archived",
+    "batchread": "leased, one lease per batch, payloads read, archived",
     "read": "one txn, payloads read",
     "keep": "one txn, payloads read, archived",
 }
@@ -656,17 +658,22 @@ def drain_script(system, batch, mode):
         # and deletes it with the jobs: the least a queue with a lease per
         # batch (PgQ's unit of work) can do.  "batchkeep" moves the jobs into
         # an archive instead of deleting them: what a queue that keeps its
-        # finished jobs in a table of their own does, in plain SQL.  "read"
+        # finished jobs in a table of their own does, in plain SQL, and
+        # "batchread" reads the payloads in the claiming transaction as well:
+        # all that queue's leased claims of 100 do but the search.  "read"
         # hands the payloads to the consumer and deletes the jobs, in one
         # statement, and "keep" archives them too: the least a queue can do
         # per job in one transaction, reading what it claims.
         ids = "\\set lo :client_id * 1000000000 + :n * %d + 1\n\\set hi :lo + %d\n\\set n :n + 1\n" % (batch, batch - 1)
         take = "DELETE FROM floor_jobs WHERE id BETWEEN :lo AND :hi"
         keep = "INSERT INTO floor_archive SELECT id, payload, now() FROM d"
-        if mode in ("batch", "batchkeep"):
+        if mode in ("batch", "batchkeep", "batchread"):
             done = take + ";\n" if mode == "batch" else "WITH d AS (%s RETURNING id, payload) %s;\n" % (take, keep)
-            return (ids + "INSERT INTO floor_leases VALUES (:lo, :hi, now() + interval '30 seconds');\n"
-                    + "BEGIN;\n" + done + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n")
+            lease = "INSERT INTO floor_leases VALUES (:lo, :hi, now() + interval '30 seconds')"
+            lease = lease + ";\n" if mode != "batchread" else (
+                "WITH l AS (%s) SELECT string_agg(payload::text, ',') AS payloads FROM floor_jobs "
+                "WHERE id BETWEEN :lo AND :hi \\gset\n" % lease)
+            return ids + lease + "BEGIN;\n" + done + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n"
         if mode in ("read", "keep"):
             return (ids + "WITH d AS (%s RETURNING id, payload)%s SELECT string_agg(payload::text, ',') AS payloads "
                     "FROM d \\gset\n" % (take, ", a AS (%s)" % keep if mode == "keep" else ""))

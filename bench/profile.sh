@@ -13,6 +13,8 @@
 #   enqueue   queue.enqueue vs INSERT into the baseline table
 #   drain1    claim 1 + complete in one transaction
 #   leased1   claim 1, complete in a second transaction
+#   leased100 claim 100 reading the payloads, complete in a second
+#             transaction (FILL jobs per queue, default 1,000,000)
 #   group1    claim 100 + complete with every job in one group_key
 #   explain   EXPLAIN (ANALYZE, BUFFERS) of each claim statement
 # Honours PGBIN and QUEUE_SKIP_BUILD like run.sh (it never builds).
@@ -119,6 +121,13 @@ COMMIT;"
 SELECT queue.complete(:id::bigint, attempt => :att::int);"
 		run "baseline claim 1, delete in a 2nd txn" "WITH c AS ($CLAIM_BASE 1) RETURNING id) SELECT coalesce(max(id), 0) AS id FROM c \gset
 DELETE FROM base WHERE id = :id::bigint;"
+		;;
+	leased100)
+		fill "${FILL:-1000000}"
+		run "queue claim 100 reading payloads, complete in a 2nd txn" "SELECT coalesce(array_agg(id), '{}') AS ids, string_agg(payload::text, ',') AS payloads FROM queue.claim('pq', 100) \gset
+SELECT queue.complete(:ids::bigint[]);"
+		run "queue (no archive) claim 100 reading payloads, complete in a 2nd txn" "SELECT coalesce(array_agg(id), '{}') AS ids, string_agg(payload::text, ',') AS payloads FROM queue.claim('pq0', 100) \gset
+SELECT queue.complete(:ids::bigint[]);"
 		;;
 	group1)
 		q -c "SELECT count(queue.enqueue('pg1', '$P'::jsonb, group_key => 'g')) FROM generate_series(1, 20000)" \

@@ -248,9 +248,10 @@ def output_cost(w, v, c, peer):
 
 
 def kept_floor(w, bv, c, pgq, q):
-    """The raw floor of a lease per batch whose jobs move into an archive,
-    against PgQ's rate (pgq) and queue's (q): whether a queue that keeps its
-    jobs as queue does could have won the cell."""
+    """The raw floors of a lease per batch whose jobs move into an archive,
+    without and with the payloads read, against PgQ's rate (pgq) and queue's
+    (q): whether a queue that keeps its jobs as queue does could have won
+    the cell."""
     kf = med(w, bv + ", archived", "floor", c, "throughput")
     if not kf:
         return ""
@@ -259,15 +260,28 @@ def kept_floor(w, bv, c, pgq, q):
     kc = wal(w, bv + ", archived", "floor", c, "server CPU per job")
     if kc is not None:
         t += " (%s µs of CPU per job)" % fmt(kc)
+    rf = med(w, bv + ", payloads read, archived", "floor", c, "throughput")
+    if rf:
+        # all that queue's leased claim does but the search: the judge
+        t += (", and at %s jobs/s, %.2f× PgQ, when its claim also read the payloads, as every consumer here does"
+              % (fmt(rf), rf / pgq))
+        rc = wal(w, bv + ", payloads read, archived", "floor", c, "server CPU per job")
+        if rc is not None:
+            t += " (%s µs)" % fmt(rc)
+        kf = rf
     if kf < pgq:
-        t += ": the floor fell short of PgQ once it kept the jobs"
+        t += (": plain SQL doing the row work of a leased batch that keeps its jobs, on rows each consumer owns "
+              "and without searching for them, fell short of PgQ, which writes nothing per event once it is "
+              "enqueued")
     if q:
         t += "; queue ran at %.2f× that floor" % (q / kf)
         if q > kf:
             t += (" (queue writes a claim's archive rows with one heap_multi_insert; "
                   "an INSERT ... SELECT writes them a row at a time)")
-        else:
+        elif not rf:
             t += ", which neither searches for its jobs nor reads their payloads"
+        else:
+            t += ", which does not search for its jobs"
     return t
 
 
@@ -930,7 +944,10 @@ def main():
       "batch, see docs/design.md). \"..., archived\" (raw floor only) moves the jobs into an archive table with "
       "a btree on id (`WITH d AS (DELETE ... RETURNING id, payload) INSERT INTO floor_archive SELECT ...`) instead "
       "of deleting them: what a queue that keeps its finished jobs in a table of their own, as queue's archive "
-      "does, must do, in plain SQL (queue writes a claim's archive rows with one heap_multi_insert instead). "
+      "does, must do, in plain SQL (queue writes a claim's archive rows with one heap_multi_insert instead); "
+      "\"..., payloads read, archived\" also reads the payloads in the claiming transaction (the lease row is "
+      "inserted by a `WITH` in the `SELECT` that returns them), as queue's claim does: all that queue's leased "
+      "claim of 100 does but the search. "
       "\"one txn, payloads read\" (raw floor only) deletes the jobs and returns their payloads to the consumer in "
       "one statement, without an UPDATE: the least, in plain SQL, that any queue that hands out its jobs and "
       "removes them in one transaction must do. The floor's tables store rows as queue's do (rows of up to a page "
