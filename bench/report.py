@@ -285,6 +285,22 @@ def kept_floor(w, bv, c, pgq, q):
     return t
 
 
+def archive_share(w, v, c, pgq, pc):
+    """Whether what queue loses a leased cell to PgQ by is its archive: its
+    rate and CPU per job without it, and what the copy of every job adds."""
+    na = med(w, v, "queue_noarch", c, "throughput")
+    qc, nc = wal(w, v, "queue", c, "server CPU per job"), wal(w, v, "queue_noarch", c, "server CPU per job")
+    qb, nb = wal(w, v, "queue", c, "WAL per job"), wal(w, v, "queue_noarch", c, "WAL per job")
+    if not na or None in (qc, nc, qb, nb, pc):
+        return ""
+    t = (". Without the archive (retention 0) queue ran at %s jobs/s, %.2f× PgQ, its server spending %s µs of CPU "
+         "per job against PgQ's %s; the archive's copy of every job (a row and a btree entry) added %s µs and %s "
+         "bytes of WAL per job" % (fmt(na), na / pgq, fmt(nc), fmt(pc), fmt(qc - nc), fmt(qb - nb)))
+    if na >= pgq and nc < pc:
+        t += ", which is what the cell is lost to"
+    return t
+
+
 def read_floor(w, v, c, peer):
     """The raw floor that deletes the jobs and reads their payloads in one
     statement, with and without the archive copy, against peer."""
@@ -347,6 +363,7 @@ def why(w, v, c, peer):
                 if bc is not None:
                     t += " (%s µs of CPU per job)" % fmt(bc)
             t += kept_floor(w, bv, c, pgq, med(w, v, "queue", c, "throughput"))
+            t += archive_share(w, v, c, pgq, pc)
         elif nb is not None and base is not None:
             t += (". A job queue deletes (or marks) every job it finishes, and PostgreSQL logs each deleted row, "
                   "each deleted TOAST chunk of its payload and, once per checkpoint, the whole page it was on: "
