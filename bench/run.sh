@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/run.sh: the benchmark suite of the queue extension.
 #
-#   bash bench/run.sh            full run (about 215 minutes on 2 cores)
+#   bash bench/run.sh            full run (about 220 minutes on 2 cores)
 #   bash bench/run.sh --quick    smoke run (about a minute): every workload
 #                                and every system once, tiny durations,
 #                                all systems at once
