@@ -625,6 +625,15 @@ FLOOR_MODES = {
 }
 
 
+# drains of 100 that run as often with 1 and 16 consumers as with 4: those
+# #4's drain targets are judged on (a single 10 s run of the one-consumer
+# baseline ranged 32,759-39,290 jobs/s), and those PgQ's leased batches are
+# (with 16 consumers PgQ ran 264,098 and 328,645 jobs/s in single runs of two
+# days, 20261129T201036Z and 20261129T231317Z)
+JUDGED_CELLS = {("queue", "tx"), ("queue", "leased"), ("baseline", "tx"), ("baseline", "leased"),
+                ("pgq", "leased"), ("queue_noarch", "leased"), ("floor", "batchkeep"), ("floor", "batchread")}
+
+
 def drain_script(system, batch, mode):
     """mode: "tx" (claim and complete in one transaction), "leased" (two), or,
     for the raw floor only, one of FLOOR_MODES.
@@ -670,10 +679,12 @@ def drain_script(system, batch, mode):
         if mode in ("batch", "batchkeep", "batchread"):
             done = take + ";\n" if mode == "batch" else "WITH d AS (%s RETURNING id, payload) %s;\n" % (take, keep)
             lease = "INSERT INTO floor_leases VALUES (:lo, :hi, now() + interval '30 seconds')"
-            lease = lease + ";\n" if mode != "batchread" else (
-                "WITH l AS (%s) SELECT string_agg(payload::text, ',') AS payloads FROM floor_jobs "
-                "WHERE id BETWEEN :lo AND :hi \\gset\n" % lease)
-            return ids + lease + "BEGIN;\n" + done + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n"
+            if mode == "batchread":
+                lease = ("WITH l AS (%s) SELECT string_agg(payload::text, ',') AS payloads FROM floor_jobs "
+                         "WHERE id BETWEEN :lo AND :hi \\gset" % lease)
+            else:
+                lease += ";"
+            return ids + lease + "\nBEGIN;\n" + done + "DELETE FROM floor_leases WHERE lo = :lo;\nCOMMIT;\n"
         if mode in ("read", "keep"):
             return (ids + "WITH d AS (%s RETURNING id, payload)%s SELECT string_agg(payload::text, ',') AS payloads "
                     "FROM d \\gset\n" % (take, ", a AS (%s)" % keep if mode == "keep" else ""))
@@ -1633,16 +1644,7 @@ def main():
                     if clients != cfg.main_clients and mode in ("batch", "read", "keep"):
                         continue
                     for s in rotated(rep):
-                        # the cells #4's drain targets are judged on run as
-                        # often as the 4-client ones: a single 10 s run of the
-                        # one-consumer baseline ranged 32,759-39,290 jobs/s
-                        target_cell = s in ("queue", "baseline") and batch == 100 and mode in ("tx", "leased")
-                        # ... and so do those PgQ's leased batches are judged
-                        # on: with 16 consumers PgQ ran 264,098 and 328,645
-                        # jobs/s in single runs of two days (20261129T201036Z,
-                        # 20261129T231317Z)
-                        target_cell = target_cell or (batch == 100 and (
-                            (s in ("pgq", "queue_noarch") and mode == "leased") or mode in ("batchkeep", "batchread")))
+                        target_cell = batch == 100 and (s, mode) in JUDGED_CELLS
                         if clients != cfg.main_clients and rep >= cfg.side_reps and not target_cell:
                             continue
                         if drains(s, batch, mode):

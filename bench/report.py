@@ -247,41 +247,41 @@ def output_cost(w, v, c, peer):
     return t + ". Payloads are jsonb by the API (README.md, \"SQL reference\"), so that they can be queried and indexed by field"
 
 
+def floor_cpu(w, v, c, unit=" of CPU per job"):
+    """The raw floor's server CPU per job in variant v, as a parenthesis."""
+    fc = wal(w, v, "floor", c, "server CPU per job")
+    return " (%s µs%s)" % (fmt(fc), unit) if fc is not None else ""
+
+
 def kept_floor(w, bv, c, pgq, q):
     """The raw floors of a lease per batch whose jobs move into an archive,
     without and with the payloads read, against PgQ's rate (pgq) and queue's
     (q): whether a queue that keeps its jobs as queue does could have won
     the cell."""
-    kf = med(w, bv + ", archived", "floor", c, "throughput")
+    kept, read = bv + ", archived", bv + ", payloads read, archived"
+    kf, rf = med(w, kept, "floor", c, "throughput"), med(w, read, "floor", c, "throughput")
     if not kf:
         return ""
     t = (". The floor with one lease per batch that moves the jobs into an archive table (a btree on id) instead "
-         "of deleting them, as queue keeps them, ran at %s jobs/s, %.2f× PgQ" % (fmt(kf), kf / pgq))
-    kc = wal(w, bv + ", archived", "floor", c, "server CPU per job")
-    if kc is not None:
-        t += " (%s µs of CPU per job)" % fmt(kc)
-    rf = med(w, bv + ", payloads read, archived", "floor", c, "throughput")
+         "of deleting them, as queue keeps them, ran at %s jobs/s, %.2f× PgQ%s"
+         % (fmt(kf), kf / pgq, floor_cpu(w, kept, c)))
     if rf:
-        # all that queue's leased claim does but the search: the judge
-        t += (", and at %s jobs/s, %.2f× PgQ, when its claim also read the payloads, as every consumer here does"
-              % (fmt(rf), rf / pgq))
-        rc = wal(w, bv + ", payloads read, archived", "floor", c, "server CPU per job")
-        if rc is not None:
-            t += " (%s µs)" % fmt(rc)
-        kf = rf
-    if kf < pgq:
+        t += (", and at %s jobs/s, %.2f× PgQ, when its claim also read the payloads, as every consumer here does%s"
+              % (fmt(rf), rf / pgq, floor_cpu(w, read, c, "")))
+    # the floor that reads the payloads, if the run has it, does all that
+    # queue's leased claim does but the search: the judge
+    judge = rf or kf
+    if judge < pgq:
         t += (": plain SQL doing the row work of a leased batch that keeps its jobs, on rows each consumer owns "
               "and without searching for them, fell short of PgQ, which writes nothing per event once it is "
               "enqueued")
     if q:
-        t += "; queue ran at %.2f× that floor" % (q / kf)
-        if q > kf:
+        t += "; queue ran at %.2f× that floor" % (q / judge)
+        if q > judge:
             t += (" (queue writes a claim's archive rows with one heap_multi_insert; "
                   "an INSERT ... SELECT writes them a row at a time)")
-        elif not rf:
-            t += ", which neither searches for its jobs nor reads their payloads"
         else:
-            t += ", which does not search for its jobs"
+            t += ", which does not search for its jobs" + ("" if rf else " nor read their payloads")
     return t
 
 
