@@ -4,8 +4,7 @@ EXTENSION = queue
 EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = queue
-OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
-HEADERS = src/queue.h
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*/*.c))
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
@@ -18,13 +17,14 @@ ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))
 ISOLATION_OPTS = --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
+PG_CPPFLAGS = -I$(srcdir)/src
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies.
-$(OBJS): src/queue.h src/direct.h
+$(OBJS): $(wildcard src/*/*.h)
 
 # Static analysis, not part of the build: make lint (needs cppcheck and
 # clang-tidy).  The server's headers are checked by PostgreSQL, not here;

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * role.h
+ *	  Running code as another role.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEUE_BASE_ROLE_H
+#define QUEUE_BASE_ROLE_H
+
+typedef struct QueueAsRole
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			save_nestlevel;
+} QueueAsRole;
+
+extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
+extern void QueueAsRoleEnd(QueueAsRole *as);
+extern Oid	QueueRelOwner(Oid relid, const char *qname);
+
+#endif							/* QUEUE_BASE_ROLE_H */

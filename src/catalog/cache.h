@@ -1,0 +1,55 @@
+/*-------------------------------------------------------------------------
+ *
+ * cache.h
+ *	  Each backend's cache of queue definitions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEUE_CATALOG_CACHE_H
+#define QUEUE_CATALOG_CACHE_H
+
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
+
+#include "catalog/planids.h"
+
+struct QueueDirectState;
+
+/* A queue's row of queue.queue_config, and what this backend keeps for it. */
+typedef struct QueueInfo
+{
+	int32		qno;			/* hash key */
+	char		name[NAMEDATALEN];
+	Oid			seqid;			/* queue."q_<name>$seq", when looked up */
+	int32		max_attempts;
+	Interval	lease;
+	Interval	backoff_base;
+	Interval	backoff_max;
+	int32		max_running;	/* 0: unlimited */
+	bool		group_requeue;	/* a retried job goes behind its group */
+	bool		keep_archive;	/* retention > 0 */
+	int16		archive_seg;	/* the archive segment finished jobs go to */
+	bool		paused;
+	SPIPlanPtr	plans[NUM_QUEUE_PLANS]; /* catalog/plans.c, made on first use */
+	struct QueueDirectState *direct;	/* storage/direct.c, made on first use */
+	struct QueueDirectState *archive_direct;	/* the same for the archive */
+} QueueInfo;
+
+typedef void (*QueueReleaseHook) (QueueInfo *q);
+
+extern void QueueCacheInit(QueueReleaseHook release);
+extern void QueueCacheAtEOXact(void);
+extern bool QueueCacheStale(void);
+extern void QueueCacheForget(void);
+extern Oid	QueueConfigRelid(void);
+
+extern QueueInfo *QueueLookupByName(text *name);
+extern QueueInfo *QueueLookupById(int64 id, bool missing_ok);
+extern QueueInfo *QueueLookupByQno(int32 qno, bool missing_ok);
+
+extern Oid	QueueTableRelid(QueueInfo *q);
+extern Oid	QueueLeaseTableRelid(QueueInfo *q);
+extern Oid	QueueSeqRelid(QueueInfo *q);
+extern int64 QueueNextSeq(QueueInfo *q);
+
+#endif							/* QUEUE_CATALOG_CACHE_H */

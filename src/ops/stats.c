@@ -1,0 +1,268 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *	  The SQL functions behind queue.stats and queue.jobs: counts kept in
+ *	  shared memory, counts read from a queue's table, and the jobs this
+ *	  transaction holds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/regproc.h"
+
+#include "base/errors.h"
+#include "base/job.h"
+#include "base/role.h"
+#include "catalog/acl.h"
+#include "catalog/spi.h"
+#include "shmem/queuestate.h"
+#include "xact/held.h"
+#include "xact/pending.h"
+
+/* queue._count(qno, from, to, n): n jobs changed state in SQL code */
+PG_FUNCTION_INFO_V1(queue_count);
+Datum
+queue_count(PG_FUNCTION_ARGS)
+{
+	QueueCheckWriter(PG_GETARG_INT32(0));
+	QueueXactCount(PG_GETARG_INT32(0),
+				   JobStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(1))),
+				   JobStateFromName(text_to_cstring(PG_GETARG_TEXT_PP(2))),
+				   PG_GETARG_INT64(3));
+	PG_RETURN_VOID();
+}
+
+/* queue._new_queue(qno): this transaction created queue qno */
+PG_FUNCTION_INFO_V1(queue_new_queue);
+Datum
+queue_new_queue(PG_FUNCTION_ARGS)
+{
+	QueueCheckWriter(PG_GETARG_INT32(0));
+	QueueXactNewQueue(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/* queue._recount(qno): this transaction changed jobs wholesale */
+PG_FUNCTION_INFO_V1(queue_recount);
+Datum
+queue_recount(PG_FUNCTION_ARGS)
+{
+	QueueCheckWriter(PG_GETARG_INT32(0));
+	QueueXactRecount(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/*
+ * The row type a function of ours returns.  Only a hand-made declaration
+ * of one of our C functions could return something else.
+ */
+static TupleDesc
+result_row_type(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("function %s must return a row type", format_procedure(fcinfo->flinfo->fn_oid)),
+				 errhint("It was declared by hand; reinstall the extension.")));
+	return tupdesc;
+}
+
+/*
+ * queue._counts(qno): the job counts by state if shared memory has them
+ * (valid), and the generation to pass to queue._set_counts after counting.
+ */
+PG_FUNCTION_INFO_V1(queue_counts);
+Datum
+queue_counts(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc = result_row_type(fcinfo);
+	Datum		values[2 + JS_NSTATES];
+	bool		nulls[2 + JS_NSTATES] = {0};
+	int64		counts[JS_NSTATES] = {0};
+	uint64		gen;
+	bool		valid;
+
+	valid = QueueCountsGet(PG_GETARG_INT32(0), counts, &gen);
+	/* what this transaction changed shows to it, as its rows would */
+	if (valid)
+		QueueXactPendingCounts(PG_GETARG_INT32(0), counts);
+	values[0] = BoolGetDatum(valid);
+	values[1] = Int64GetDatum((int64) gen);
+	for (int i = 0; i < JS_NSTATES; i++)
+		values[2 + i] = Int64GetDatum(counts[i]);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * queue._set_counts(qno, gen, ready, scheduled, running, dead, waiting):
+ * store a recount, unless changes were applied since gen was read or the
+ * count's snapshot may predate it.
+ */
+PG_FUNCTION_INFO_V1(queue_set_counts);
+Datum
+queue_set_counts(PG_FUNCTION_ARGS)
+{
+	int64		counts[JS_NSTATES];
+
+	QueueCheckWriter(PG_GETARG_INT32(0));
+	if (IsolationUsesXactSnapshot())
+		PG_RETURN_VOID();
+	for (int i = 0; i < JS_NSTATES; i++)
+		counts[i] = PG_GETARG_INT64(2 + i);
+	QueueCountsSet(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1), counts);
+	PG_RETURN_VOID();
+}
+
+/*
+ * queue._table_stats(qno, with_counts): the age of the queue's oldest ready
+ * job and, with with_counts, its jobs counted by state, read from its
+ * table as the table's owner.  queue.stats runs with the extension
+ * owner's rights, and a table's owner can make reading the table run code
+ * of theirs (on PostgreSQL 15 a rule can turn an empty table into a view),
+ * which must not run with those rights.  Like VACUUM and ANALYZE running
+ * index expressions, the read runs as the owner, as a restricted operation
+ * with a safe search_path.  NULLs for a queue that does not exist.
+ */
+PG_FUNCTION_INFO_V1(queue_table_stats);
+Datum
+queue_table_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc = result_row_type(fcinfo);
+	MemoryContext outer = CurrentMemoryContext;
+	bool		with_counts = PG_GETARG_BOOL(1);
+	Datum		values[JS_NSTATES + 1] = {0};
+	bool		nulls[JS_NSTATES + 1];
+	HeapTuple	result;
+	MemoryContext old;
+	QueueInfo  *q;
+	Oid			relid = InvalidOid;
+
+	for (int i = 0; i <= JS_NSTATES; i++)
+		nulls[i] = true;
+	QueueSpiBegin();
+	q = QueueLookupByQno(PG_GETARG_INT32(0), true);
+	if (q != NULL)
+		relid = QueueTableRelid(q);
+	if (OidIsValid(relid))
+	{
+		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
+		const char *l = quote_qualified_identifier("queue", psprintf("l_%s", q->name));
+		StringInfoData sql;
+		QueueAsRole as;
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		/*
+		 * In JobState's order, which is the order of the result's
+		 * columns.  Jobs under batch leases are ready rows at the attempt
+		 * a lease lists, and running (xact/leases.c).
+		 */
+		for (int i = 0; i < JS_NSTATES; i++)
+		{
+			if (!with_counts)
+			{
+				appendStringInfoString(&sql, "NULL::bigint, ");
+				continue;
+			}
+			appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s')", t, job_state_names[i]);
+			if (i == JS_READY || i == JS_RUNNING)
+				appendStringInfo(&sql,
+								 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids, b.attempts) AS u(id, attempt)"
+								 " JOIN %s j ON j.id = u.id AND j.attempt = u.attempt AND j.state = 'ready')",
+								 i == JS_READY ? "-" : "+", l, t);
+			appendStringInfoString(&sql, ", ");
+		}
+		/*
+		 * The oldest ready job is at the head of one of the priorities:
+		 * visit each priority's head once (a loose index scan).
+		 */
+		appendStringInfo(&sql,
+						 "(WITH RECURSIVE p(priority) AS ("
+						 " (SELECT priority FROM %1$s WHERE state = 'ready' AND NOT queue._leased(id)"
+						 " ORDER BY priority DESC, rank LIMIT 1)"
+						 " UNION ALL"
+						 " SELECT (SELECT j.priority FROM %1$s j WHERE j.state = 'ready' AND j.priority < p.priority"
+						 " AND NOT queue._leased(j.id) ORDER BY j.priority DESC, j.rank LIMIT 1)"
+						 " FROM p WHERE p.priority IS NOT NULL)"
+						 " SELECT CASE WHEN min(h.since) IS NOT NULL"
+						 " THEN greatest(now() - min(h.since), interval '0') END"
+						 " FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM %1$s j"
+						 " WHERE j.state = 'ready' AND j.priority = p.priority AND NOT queue._leased(j.id)"
+						 " ORDER BY j.rank LIMIT 1) h"
+						 " WHERE p.priority IS NOT NULL)", t);
+
+		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+		QueueCheckSpi(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
+		for (int i = 0; i <= JS_NSTATES; i++)
+			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
+		QueueAsRoleEnd(&as);
+	}
+	/* (the tuple copies the interval out of SPI's memory) */
+	old = MemoryContextSwitchTo(outer);
+	result = heap_form_tuple(tupdesc, values, nulls);
+	MemoryContextSwitchTo(old);
+	QueueSpiEnd();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
+/* queue._recent_counts(qno): completions and failures in the last minute */
+PG_FUNCTION_INFO_V1(queue_recent_counts);
+Datum
+queue_recent_counts(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc = result_row_type(fcinfo);
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		completed;
+	int64		failed;
+
+	if (QueueRecentCounts(PG_GETARG_INT32(0), &completed, &failed))
+	{
+		values[0] = Int64GetDatum(completed);
+		values[1] = Int64GetDatum(failed);
+	}
+	else
+		nulls[0] = nulls[1] = true;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * queue._held(): the jobs this transaction holds (xact/held.c), so that
+ * queue.jobs and queue.stats show them as running to the transaction that
+ * claimed them.
+ */
+PG_FUNCTION_INFO_V1(queue_held);
+Datum
+queue_held(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	static const JobCol cols[] = {JC_ID, JC_PAYLOAD, JC_ATTEMPT, JC_GROUP_KEY, JC_ENQUEUED_AT,
+	JC_LEASE_UNTIL, JC_PRIORITY, JC_RUN_AT, JC_DEDUP_KEY, JC_LAST_ERROR, JC_CLAIMED_AT};
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, QueueHeldJobs())
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+		Datum		values[lengthof(cols)];
+		bool		nulls[lengthof(cols)];
+
+		if (j->done_nest != 0 || j->written_nest != 0)
+			continue;
+		for (int c = 0; c < (int) lengthof(cols); c++)
+		{
+			values[c] = j->values[cols[c]];
+			nulls[c] = j->nulls[cols[c]];
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,777 @@
+/*-------------------------------------------------------------------------
+ *
+ * queuestate.c
+ *	  Shared memory segment "queue state": per-queue state shared by all
+ *	  backends: the claim cursor, the due time, the notification marks and
+ *	  the counters behind queue.stats.
+ *
+ * The state lives in a hash table keyed by (database, queue number) of
+ * at most queue.max_queues entries, created at postmaster start when the
+ * library is preloaded.  Without
+ * preloading every function here is a harmless no-op: claims scan from
+ * the front of the ready index and recent counts are unknown.
+ *
+ * The counters behind queue.stats work the same way: committing
+ * transactions add what they changed, and a recount (after a restart, or
+ * after a management function changed jobs wholesale) is stored only if no
+ * transaction applied changes since before the recount's snapshot.
+ *
+ * Locking: the LWLock protects the hash table's shape; it is held shared
+ * to find an entry and to use it, exclusively to add or remove one.  Each
+ * entry's fields are protected by its spinlock, held only for a few
+ * instructions.
+ *
+ * The cursor is a lower bound on the claim order: no ready job sorts before
+ * (cursor_prio, cursor_rank), where jobs sort by priority descending, then
+ * rank.  Claims start their index scan there instead of walking over the
+ * dead entries of jobs already claimed.  Anything that may put a ready job
+ * before the cursor lowers it (and bumps gen) after the job becomes
+ * visible; a claim raises it only if gen did not move since before its
+ * snapshot was taken, so a raise can never skip a job it could not see.
+ *
+ * The hint keeps concurrent claims apart.  A claim raises the cursor only
+ * when it ends, so claims starting meanwhile would begin at the same place
+ * and fail on every job it is taking.  So a claim that will take up to n
+ * jobs from (p, r) reserves the span up to (p, r + n), and claims starting
+ * meanwhile begin past it.  Ranks are unique within a queue, so the
+ * reserving claim takes every job it can see in the span unless it finds
+ * its n first; its snapshot was taken after it read gen, so while gen has
+ * not moved it sees every job committed there.  Any lowering bumps gen,
+ * and the hint lapses (docs/design.md, "the cursor", point 5).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/int.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "base/job.h"
+#include "base/settings.h"
+#include "shmem/queuestate.h"
+
+#define RECENT_SECONDS		60
+#define PROMOTE_INTERVAL_MS	50
+
+/*
+ * How many of the latest due times noted (QueueDueLower) a queue keeps, so
+ * that a due time computed meanwhile can take them in rather than be
+ * thrown away: every leased claim notes its lease, so with several
+ * consumers a promotion's next due time would otherwise rarely survive.
+ */
+#define DUE_NOTED			16
+#define SKIP_RECHECK_MS		1000
+
+typedef struct QueueSharedKey
+{
+	Oid			dboid;
+	int32		qno;
+} QueueSharedKey;
+
+typedef struct QueueShared
+{
+	QueueSharedKey key;
+	slock_t		mutex;
+	bool		cursor_valid;
+	int32		cursor_prio;
+	int64		cursor_rank;
+	uint64		gen;
+	int32		hint_prio;		/* claims in flight cover the jobs before */
+	int64		hint_rank;		/* ... (hint_prio, hint_rank) */
+	uint64		hint_gen;		/* ... while gen is still this */
+	bool		skip_valid;		/* a claim passed over a job it could not take */
+	int32		skip_prio;		/* ... the first such job in claim order */
+	int64		skip_rank;
+	TimestampTz skip_at;		/* ... since when */
+	TimestampTz promote_checked;
+	bool		notify_pending;
+	bool		may_wait;		/* a claim came back short since the last NOTIFY */
+	TimestampTz notified_at;	/* that NOTIFY */
+	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
+	uint64		due_gen;
+	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
+	bool		leases_loaded;	/* xact/leases.c knows the queue's batch leases */
+	bool		counts_valid;
+	uint64		counts_gen;
+	int64		counts[JS_NSTATES];
+	int64		bucket_sec[RECENT_SECONDS];
+	int64		completed[RECENT_SECONDS];
+	int64		failed[RECENT_SECONDS];
+} QueueShared;
+
+static HTAB *queue_shared_hash = NULL;
+static LWLock *queue_shared_lock = NULL;
+
+Size
+QueueStateShmemSize(void)
+{
+	return hash_estimate_size(queue_max_queues, sizeof(QueueShared));
+}
+
+void
+QueueStateRequestLocks(void)
+{
+	RequestNamedLWLockTranche("queue", 1);
+}
+
+/* At shared memory startup, with AddinShmemInitLock held. */
+void
+QueueStateShmemInit(void)
+{
+	HASHCTL		info;
+
+	queue_shared_lock = &(GetNamedLWLockTranche("queue"))->lock;
+	info.keysize = sizeof(QueueSharedKey);
+	info.entrysize = sizeof(QueueShared);
+	queue_shared_hash = ShmemInitHash("queue state",
+									  queue_max_queues, queue_max_queues,
+									  &info, HASH_ELEM | HASH_BLOBS);
+}
+
+/*
+ * Find (or make) the entry of a queue of the current database.  Returns
+ * with the LWLock held shared, or NULL without it when there is no shared
+ * state or the table is full.
+ */
+static QueueShared *
+queue_shared_acquire(int32 qno)
+{
+	QueueSharedKey key;
+	QueueShared *entry;
+	bool		found;
+
+	if (queue_shared_hash == NULL)
+		return NULL;
+
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.qno = qno;
+
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+	LWLockRelease(queue_shared_lock);
+
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	entry = hash_search(queue_shared_hash, &key, HASH_ENTER_NULL, &found);
+	if (entry != NULL && !found)
+	{
+		SpinLockInit(&entry->mutex);
+		entry->cursor_valid = false;
+		entry->cursor_prio = 0;
+		entry->cursor_rank = 0;
+		entry->gen = 0;
+		entry->hint_gen = PG_UINT64_MAX;	/* gen never gets there */
+		entry->skip_valid = false;
+		entry->promote_checked = 0;
+		entry->notify_pending = false;
+		entry->may_wait = true;	/* listeners may have waited for long */
+		entry->notified_at = 0;
+		entry->next_due = 0;
+		entry->due_gen = 0;
+		memset(entry->due_noted, 0, sizeof(entry->due_noted));
+		entry->leases_loaded = false;
+		entry->counts_valid = false;
+		entry->counts_gen = 0;
+		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
+		memset(entry->completed, 0, sizeof(entry->completed));
+		memset(entry->failed, 0, sizeof(entry->failed));
+	}
+	LWLockRelease(queue_shared_lock);
+	if (entry == NULL)
+		return NULL;
+
+	/* Look again: queue.drop may have removed it in between. */
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL)
+		LWLockRelease(queue_shared_lock);
+	return entry;
+}
+
+static inline void
+queue_shared_release(void)
+{
+	LWLockRelease(queue_shared_lock);
+}
+
+bool
+QueueStateActive(void)
+{
+	return queue_shared_hash != NULL;
+}
+
+/* True when (p1, r1) sorts before (p2, r2) in claim order. */
+static inline bool
+key_before(int32 p1, int64 r1, int32 p2, int64 r2)
+{
+	return p1 > p2 || (p1 == p2 && r1 < r2);
+}
+
+/* The cursor goes back to the first job claims passed over; e is locked. */
+static void
+cursor_to_skipped(QueueShared *e)
+{
+	if (e->cursor_valid && key_before(e->skip_prio, e->skip_rank, e->cursor_prio, e->cursor_rank))
+	{
+		e->cursor_prio = e->skip_prio;
+		e->cursor_rank = e->skip_rank;
+	}
+	e->skip_valid = false;
+	e->gen++;
+}
+
+/*
+ * Where a claim starting at now begins its scan: the cursor, or past the
+ * jobs claims in flight have reserved (the hint).  Also returns the
+ * generation to pass back to QueueCursorReserve and QueueCursorAdvance.
+ *
+ * First, once a second at most, the cursor goes back to the first job
+ * claims passed over (QueueCursorSkipped): one claim then walks again over
+ * the jobs taken since, which is cheap, and a job nobody claimed is found
+ * at most a second late.
+ */
+bool
+QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		valid;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	if (e->skip_valid && now - e->skip_at >= SKIP_RECHECK_MS * INT64CONST(1000))
+		cursor_to_skipped(e);
+	valid = e->cursor_valid;
+	*prio = e->cursor_prio;
+	*rank = e->cursor_rank;
+	if (valid && e->hint_gen == e->gen &&
+		key_before(*prio, *rank, e->hint_prio, e->hint_rank))
+	{
+		*prio = e->hint_prio;
+		*rank = e->hint_rank;
+	}
+	*gen = e->gen;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return valid;
+}
+
+/*
+ * A claim whose fresh snapshot was taken after it read gen will take up to
+ * n jobs starting at (prio, rank), where QueueCursorGet told it to start:
+ * let claims starting meanwhile begin after them (see the header comment).
+ */
+void
+QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen)
+{
+	QueueShared *e;
+	int64		end;
+
+	if (pg_add_s64_overflow(rank, n, &end))
+		return;
+	e = queue_shared_acquire(qno);
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->gen == gen &&
+		(e->hint_gen != gen || key_before(e->hint_prio, e->hint_rank, prio, end)))
+	{
+		e->hint_gen = gen;
+		e->hint_prio = prio;
+		e->hint_rank = end;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->gen == gen &&
+		(!e->cursor_valid || key_before(e->cursor_prio, e->cursor_rank, prio, rank)))
+	{
+		e->cursor_valid = true;
+		e->cursor_prio = prio;
+		e->cursor_rank = rank;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCursorLower(int32 qno, int32 prio, int64 rank)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->cursor_valid && key_before(prio, rank, e->cursor_prio, e->cursor_rank))
+	{
+		e->cursor_prio = prio;
+		e->cursor_rank = rank;
+	}
+	e->gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * A claim passed over a job at (prio, rank) that another transaction was
+ * changing.  If that was a claim, its rollback lowers the cursor; anyone
+ * else (a user's FOR UPDATE, an UPDATE by hand, a queue.reschedule() that
+ * failed) may leave the job ready behind the cursor, so QueueCursorGet
+ * lowers the cursor to it after a while.
+ */
+void
+QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (!e->skip_valid)
+	{
+		e->skip_valid = true;
+		e->skip_prio = prio;
+		e->skip_rank = rank;
+		e->skip_at = now;
+	}
+	else if (key_before(prio, rank, e->skip_prio, e->skip_rank))
+	{
+		e->skip_prio = prio;
+		e->skip_rank = rank;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * A transaction that may have locked ready jobs it did not mean to ends
+ * (see promote_due in ops/claim.c): the jobs claims passed over meanwhile are theirs
+ * again now, not after SKIP_RECHECK_MS.
+ */
+void
+QueueCursorUnskip(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->skip_valid)
+		cursor_to_skipped(e);
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCursorReset(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->cursor_valid = false;
+	e->gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/* A dropped queue's entry is removed, so that its slot can be reused. */
+void
+QueueStateForget(int32 qno)
+{
+	QueueSharedKey key;
+
+	if (queue_shared_hash == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.qno = qno;
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	hash_search(queue_shared_hash, &key, HASH_REMOVE, NULL);
+	LWLockRelease(queue_shared_lock);
+}
+
+/* Every queue of database dboid forgets its shared state. */
+void
+QueueStateForgetDatabase(Oid dboid)
+{
+	HASH_SEQ_STATUS status;
+	QueueShared *e;
+
+	if (queue_shared_hash == NULL)
+		return;
+	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, queue_shared_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.dboid == dboid)
+			hash_search(queue_shared_hash, &e->key, HASH_REMOVE, NULL);
+	LWLockRelease(queue_shared_lock);
+}
+
+/*
+ * Whether xact/leases.c has loaded queue qno's batch leases into shared memory:
+ * 1 yes, 0 not yet, -1 the queue has no shared state (no batch leases).
+ */
+int
+QueueLeasesLoaded(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int			loaded;
+
+	if (e == NULL)
+		return -1;
+	SpinLockAcquire(&e->mutex);
+	loaded = e->leases_loaded ? 1 : 0;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return loaded;
+}
+
+void
+QueueLeasesSetLoaded(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->leases_loaded = true;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * Whether a claim should look for scheduled jobs that came due.  With
+ * shared memory, one claim per PROMOTE_INTERVAL_MS per queue does it, and
+ * the first claim once the queue's due time has come: claims waiting for
+ * it wake then, and so need not wait for the worker to promote the job and
+ * commit before they take it.  Without shared memory, every claim does.
+ */
+bool
+QueuePromoteDue(int32 qno, TimestampTz now_ts)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		due;
+
+	if (e == NULL)
+		return true;
+	SpinLockAcquire(&e->mutex);
+	due = now_ts - e->promote_checked >= PROMOTE_INTERVAL_MS * INT64CONST(1000) ||
+		(e->next_due != 0 && e->next_due != DT_NOEND &&
+		 e->next_due <= now_ts && e->promote_checked < e->next_due);
+	if (due)
+		e->promote_checked = now_ts;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return due;
+}
+
+/*
+ * Mark a queue as having listeners to wake: 1 if newly marked, 0 if it
+ * already was, -1 if the queue has no shared entry.
+ */
+int
+QueueMarkNotify(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		was;
+
+	if (e == NULL)
+		return -1;
+	SpinLockAcquire(&e->mutex);
+	was = e->notify_pending;
+	e->notify_pending = true;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return was ? 0 : 1;
+}
+
+void
+QueueCountsApply(int32 qno, const int64 *delta)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	for (int i = 0; i < JS_NSTATES; i++)
+		e->counts[i] += delta[i];
+	e->counts_gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+void
+QueueCountsInvalidate(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->counts_valid = false;
+	e->counts_gen++;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/* The counts if they are valid; gen in any case, for QueueCountsSet. */
+bool
+QueueCountsGet(int32 qno, int64 *counts, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		valid;
+
+	*gen = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	valid = e->counts_valid;
+	*gen = e->counts_gen;
+	memcpy(counts, e->counts, sizeof(e->counts));
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return valid;
+}
+
+void
+QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->counts_gen == gen)
+	{
+		memcpy(e->counts, counts, sizeof(e->counts));
+		e->counts_valid = true;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+/*
+ * When queue qno next needs upkeep (a scheduled job or a lease falls due).
+ * Returns false if unknown.  gen is for QueueDueSet, as with the cursor:
+ * QueueDueSet stores a due time computed from a snapshot taken after gen
+ * was read, brought forward to what was noted since (QueueDueLower), and
+ * says whether that changed it.  It stores nothing if it cannot tell what
+ * was noted since: an unknown due time, or more than DUE_NOTED of them.
+ * With raise_only it stores only a later time than the one it finds, or
+ * over an unknown one: see QueueXactNextDue in xact/pending.c.
+ */
+bool
+QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		known;
+
+	*gen = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	known = e->next_due != 0;
+	*due = e->next_due;
+	*gen = e->due_gen;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return known;
+}
+
+bool
+QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		changed = false;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	if (e->due_gen - gen <= DUE_NOTED)
+	{
+		/* what was noted since gen was read: ours may have missed it */
+		for (uint64 g = gen + 1; g <= e->due_gen && due != 0; g++)
+		{
+			TimestampTz at = e->due_noted[g % DUE_NOTED];
+
+			due = at == 0 ? 0 : Min(due, at);
+		}
+		if (due != 0 && e->next_due != due &&
+			(!raise_only || e->next_due == 0 || due > e->next_due))
+		{
+			e->next_due = due;
+			changed = true;
+		}
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return changed;
+}
+
+/*
+ * Something of queue qno falls due at at (0: at an unknown time).  True if
+ * that is now the queue's known due time.
+ */
+bool
+QueueDueLower(int32 qno, TimestampTz at)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		lowered;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	lowered = at == 0 || (e->next_due != 0 && at < e->next_due);
+	if (lowered)
+		e->next_due = at;
+	e->due_gen++;
+	e->due_noted[e->due_gen % DUE_NOTED] = at;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return lowered && at != 0;
+}
+
+/*
+ * A claim of queue qno returned fewer jobs than it asked for: its consumer
+ * may now wait for a notification.  True if the queue's listeners are owed
+ * one that was held back for want of such a claim (QueueCollectNotifications):
+ * the worker must look again.
+ */
+bool
+QueueMarkMayWait(int32 qno)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	bool		held = false;
+
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	if (!e->may_wait)
+	{
+		e->may_wait = true;
+		held = e->notify_pending;
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return held;
+}
+
+/*
+ * Queue numbers of a database marked for NOTIFY, clearing their marks.
+ *
+ * A consumer waits for a notification only after a claim that came back
+ * short (it found the queue drained); one that is busy claims again
+ * without waiting.  So a queue whose claims have all come back full since
+ * its last NOTIFY has no consumer that needs another one, and its mark is
+ * kept, not taken, until such a claim comes (QueueMarkMayWait wakes the
+ * worker then) or until idle_us (queue.notify_busy_interval) have passed
+ * since that NOTIFY, for listeners that never claim.  Under a stream of
+ * commits with busy consumers, that is what keeps the worker from
+ * signalling every listening backend hundreds of times a second for
+ * nothing.  *retry_at is set to when the first mark kept falls due, or 0.
+ */
+List *
+QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, TimestampTz *retry_at)
+{
+	HASH_SEQ_STATUS status;
+	QueueShared *e;
+	List	   *result = NIL;
+
+	*retry_at = 0;
+	if (queue_shared_hash == NULL)
+		return NIL;
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	hash_seq_init(&status, queue_shared_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		bool		take = false;
+		TimestampTz due = 0;
+
+		if (e->key.dboid != dboid)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		if (e->notify_pending)
+		{
+			if (e->may_wait || now_ts - e->notified_at >= idle_us)
+			{
+				e->notify_pending = false;
+				e->may_wait = false;
+				e->notified_at = now_ts;
+				take = true;
+			}
+			else
+				due = e->notified_at + idle_us;
+		}
+		SpinLockRelease(&e->mutex);
+		if (take)
+			result = lappend_int(result, e->key.qno);
+		else if (due != 0 && (*retry_at == 0 || due < *retry_at))
+			*retry_at = due;
+	}
+	LWLockRelease(queue_shared_lock);
+	return result;
+}
+
+void
+QueueCountFinished(int32 qno, int64 completed, int64 failed)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
+	int			i = sec % RECENT_SECONDS;
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->bucket_sec[i] != sec)
+	{
+		e->bucket_sec[i] = sec;
+		e->completed[i] = 0;
+		e->failed[i] = 0;
+	}
+	e->completed[i] += completed;
+	e->failed[i] += failed;
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+}
+
+bool
+QueueRecentCounts(int32 qno, int64 *completed, int64 *failed)
+{
+	QueueShared *e = queue_shared_acquire(qno);
+	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
+
+	*completed = *failed = 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	for (int i = 0; i < RECENT_SECONDS; i++)
+	{
+		if (e->bucket_sec[i] > sec - RECENT_SECONDS)
+		{
+			*completed += e->completed[i];
+			*failed += e->failed[i];
+		}
+	}
+	SpinLockRelease(&e->mutex);
+	queue_shared_release();
+	return true;
+}

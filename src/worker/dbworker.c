@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * dbworker.c
+ *	  A database worker: one per database in which the extension is
+ *	  installed, started by the launcher (worker/launcher.c).
+ *
+ * It sleeps until the earliest of: the next scheduled job or lease expiry
+ * it knows of, queue.worker_naptime, or its latch, which committing
+ * producers set when they make work ready (to send NOTIFYs,
+ * worker/notify.c), schedule an earlier job, or exit while holding claims
+ * (shmem/databases.c).  Then it notifies listeners first, and runs upkeep
+ * (worker/upkeep.c) if something fell due.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "base/settings.h"
+#include "shmem/databases.h"
+#include "worker/notify.h"
+#include "worker/pass.h"
+#include "worker/upkeep.h"
+
+#define CLEANUP_INTERVAL_MS		10000
+#define ORPHAN_RECHECK_MS		50
+
+PGDLLEXPORT void queue_db_worker_main(Datum arg);
+
+/* When the worker looks next. */
+typedef struct WorkerTimes
+{
+	TimestampTz next_upkeep;	/* upkeep falls due, 0 at once */
+	TimestampTz orphan_recheck; /* a second look for orphans, or 0 */
+	TimestampTz last_cleanup;
+} WorkerTimes;
+
+static void
+db_worker_exit(int code, Datum arg)
+{
+	QueueDbWorkerDetach(DatumGetObjectId(arg), false);
+}
+
+/*
+ * Take in what the worker was asked; returns whether to look for orphans
+ * (on a second look too: jobs the exiting backend still had locked).
+ */
+static bool
+take_requests(Oid dboid, WorkerTimes *t, TimestampTz now_ts)
+{
+	TimestampTz wake_at;
+	int			requests = QueueDbWorkerFetch(dboid, &wake_at);
+
+	if (wake_at != 0 && (t->next_upkeep == 0 || wake_at < t->next_upkeep))
+		t->next_upkeep = wake_at;
+	WorkerNotifyAsked(requests, now_ts);
+	if ((requests & QUEUE_DB_ORPHANS) != 0)
+	{
+		t->orphan_recheck = now_ts + ORPHAN_RECHECK_MS * INT64CONST(1000);
+		if (t->next_upkeep == 0 || t->orphan_recheck < t->next_upkeep)
+			t->next_upkeep = t->orphan_recheck;
+		return true;
+	}
+	if (t->orphan_recheck != 0 && now_ts >= t->orphan_recheck)
+	{
+		t->orphan_recheck = 0;
+		return true;			/* the second look sweeps every queue too */
+	}
+	return false;
+}
+
+/* Upkeep, if it fell due; false if the extension is gone. */
+static bool
+upkeep_if_due(WorkerTimes *t, bool orphans, TimestampTz now_ts)
+{
+	bool		cleanup = now_ts - t->last_cleanup >= CLEANUP_INTERVAL_MS * INT64CONST(1000);
+	TimestampTz due;
+
+	if (t->next_upkeep != 0 && now_ts < t->next_upkeep && !orphans)
+		return true;
+	if (!WorkerUpkeep(orphans || cleanup, cleanup, &due))
+		return false;
+	if (cleanup)
+		t->last_cleanup = now_ts;
+	now_ts = GetCurrentTimestamp();
+	t->next_upkeep = now_ts + queue_worker_naptime * INT64CONST(1000);
+	if (due != 0 && due < t->next_upkeep)
+		t->next_upkeep = Max(due, now_ts);
+	if (t->orphan_recheck != 0)
+		t->next_upkeep = Min(t->next_upkeep, t->orphan_recheck);
+	return true;
+}
+
+/* Sleep until something is due, or the latch is set. */
+static void
+sleep_until_due(Oid dboid, WorkerTimes *t)
+{
+	TimestampTz now_ts = GetCurrentTimestamp();
+	long		timeout;
+
+	t->next_upkeep = QueueDbWorkerSleep(dboid, t->next_upkeep);
+	timeout = t->next_upkeep > now_ts ? (long) ((t->next_upkeep - now_ts + 999) / 1000) : 0;
+	timeout = WorkerNotifyTimeout(timeout, now_ts);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 timeout, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		WorkerNotifyReloaded();
+	}
+}
+
+void
+queue_db_worker_main(Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+	WorkerTimes times = {0};
+	MemoryContext pass_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGINT, SIG_IGN);	/* a pass is short; it is not cancelled */
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("queue worker");
+	if (!QueueDbWorkerAttach(dboid, MyLatch))
+		proc_exit(0);
+	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
+	WorkerPassInit();
+
+	/* Notifications and promotions are cheap to redo after a crash. */
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* Our own statements see no objects of the database's roles. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "queue worker pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	while (!ShutdownRequestPending)
+	{
+		TimestampTz now_ts = GetCurrentTimestamp();
+		bool		orphans = take_requests(dboid, &times, now_ts);
+		MemoryContext old = MemoryContextSwitchTo(pass_cxt);
+		bool		ok;
+
+		/*
+		 * Listeners first: a consumer is waiting on every notification, while
+		 * upkeep is never more than a naptime late anyway.  Jobs that upkeep
+		 * makes ready set this latch again when its transaction commits.
+		 */
+		ok = WorkerNotify(now_ts) && upkeep_if_due(&times, orphans, now_ts);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(pass_cxt);
+		if (!ok)
+			break;
+		QueueLauncherEnsure();
+		sleep_until_due(dboid, &times);
+	}
+
+	/* Here only on shutdown, or because the extension was dropped. */
+	QueueDbWorkerDetach(dboid, !ShutdownRequestPending);
+	proc_exit(0);
+}

@@ -1,0 +1,315 @@
+/*-------------------------------------------------------------------------
+ *
+ * upkeep.c
+ *	  A database worker's upkeep passes: each queue's upkeep
+ *	  (queue._tick_queue, then queue._end_leases) when it falls due.
+ *
+ * Each queue's upkeep runs as the owner of the queue's table, never as
+ * superuser, in a subtransaction of its own so that one broken queue
+ * cannot stall others.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "base/role.h"
+#include "shmem/queuestate.h"
+#include "shmem/waits.h"
+#include "shmem/wakeups.h"
+#include "worker/pass.h"
+#include "worker/upkeep.h"
+
+/*
+ * A due time of a queue that claims are waiting on is theirs for this many
+ * ms: they wake for it and promote the job in the transaction that takes
+ * it.  A pass of ours at the same moment would only compete with them for
+ * the CPU and the WAL flush, making the job later; so we do not even wake
+ * for it, only to look whether they did (with jobs falling due every few
+ * ms, waking for each cost more CPU than the claims that took them).
+ */
+#define WAITERS_GRACE_MS		10
+
+/* Only a rule on queue_config can make one of our SELECTs something else. */
+static void
+check_select(int ret, const char *what)
+{
+	if (ret != SPI_OK_SELECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue worker could not %s", what),
+				 errdetail("The statement returned %s.", SPI_result_code_string(ret)),
+				 errhint("A rule on queue.queue_config rewrote the statement; drop it.")));
+}
+
+/*
+ * Cleanup visits a queue that is not due only if its archive ring has a
+ * segment to empty or to turn to.  Asked in the queue's own subtransaction,
+ * with its row locked (so not for a queue dropped meanwhile), so that an
+ * archive broken by its owner fails that queue alone; one whose state is
+ * unknown is visited, and its tick warns.
+ */
+static bool
+archive_has_work(int32 qno)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(qno)};
+	bool		isnull;
+
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT coalesce((SELECT d.turn OR cardinality(d.expired) > 0"
+								" FROM queue._archive_due(c, now()) d), true)"
+								" FROM queue.queue_config c WHERE c.qno = $1",
+								1, argtypes, args, NULL, false, 1);
+	check_select(ret, "look at the archive ring");
+	if (SPI_processed != 1)
+		return false;			/* dropped meanwhile */
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Run upkeep statement sql (with the queue's number as $1 and cleanup as
+ * $2) for queue qno, as owner, in a subtransaction of its own: one broken
+ * queue must not stall the others.  The row lock keeps queue.drop (which
+ * locks the row FOR UPDATE) out until we are done; a queue dropped since
+ * we listed it is skipped.  It is taken as ourselves: a queue's owner may
+ * read queue_config but not lock its rows.  Unless due, the statement runs
+ * only if the queue's archive has work (looked at after the row lock, in
+ * the subtransaction: an owner could otherwise break every pass by
+ * dropping an archive segment).  Returns the statement's first column if
+ * it is a timestamptz, read before the subtransaction frees it, or 0 (also
+ * if it was NULL); *status says whether it ran.
+ */
+typedef enum UpkeepStatus
+{
+	UPKEEP_RAN,
+	UPKEEP_SKIPPED,				/* dropped, or nothing to do */
+	UPKEEP_FAILED				/* warned; tried again after a naptime */
+} UpkeepStatus;
+
+static TimestampTz
+upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, UpkeepStatus *status)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Oid			save_userid;
+	int			save_sec;
+	volatile TimestampTz result = 0;
+
+	*status = UPKEEP_SKIPPED;
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		Datum		args[2];
+		Oid			argtypes[2] = {INT4OID, BOOLOID};
+		bool		isnull;
+
+		args[0] = Int32GetDatum(qno);
+		args[1] = BoolGetDatum(cleanup);
+		check_select(SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+										   1, argtypes, args, NULL, false, 1),
+					 "lock the queue's configuration");
+		if (SPI_processed == 1 && (due || archive_has_work(qno)))
+		{
+			QueueAsRole as;
+
+			QueueAsRoleBegin(&as, owner);
+			check_select(SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
+			if (SPI_processed == 1)
+			{
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				if (!isnull && SPI_gettypeid(SPI_tuptable->tupdesc, 1) == TIMESTAMPTZOID)
+					result = DatumGetTimestampTz(d);
+				*status = UPKEEP_RAN;
+			}
+			QueueAsRoleEnd(&as);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outer);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		SetUserIdAndSecContext(save_userid, save_sec);
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outer);
+		CurrentResourceOwner = oldowner;
+		ereport(WARNING,
+				(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
+				 errhint("The worker tries again on its next pass.")));
+		FreeErrorData(edata);
+		*status = UPKEEP_FAILED;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/* *next becomes t if t is a time (not 0, not infinity) before it. */
+static void
+note_next(TimestampTz *next, TimestampTz t)
+{
+	if (t != 0 && t != DT_NOEND && (*next == 0 || t < *next))
+		*next = t;
+}
+
+/*
+ * The database's queues and the owners of their tables, as of the last
+ * pass that read them.  Reading them joins queue_config with pg_class by
+ * name, a scan of pg_class: with 200 queues each due once a second, that
+ * was a third of the worker's CPU.  The list is read again after an
+ * invalidation of pg_class (a table made, dropped or given to another
+ * owner) or of queue_config (worker/pass.c), and at every cleanup pass,
+ * for rows of queue_config written without either (a data-only restore).
+ */
+static int	nknown = 0;
+static int32 *known_qnos = NULL;
+static Oid *known_owners = NULL;
+static uint64 queues_read = 0;	/* WorkerCatalogChanges() when the list was read */
+
+/* Read the queues again if a change may have made the list stale, or always. */
+static void
+read_queues(bool always)
+{
+	/* counted first: a change committed while we read is read next time */
+	uint64		changes = WorkerCatalogChanges();
+	int			ret;
+
+	if (queues_read == changes && !always)
+		return;
+	ret = SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+					  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
+					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+					  true, 0);
+	check_select(ret, "list the queues");
+	if (known_qnos != NULL)
+	{
+		pfree(known_qnos);
+		pfree(known_owners);
+	}
+	nknown = SPI_processed;
+	known_qnos = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * Max(nknown, 1));
+	known_owners = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nknown, 1));
+	for (int i = 0; i < nknown; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		known_qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		known_owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+	}
+	WorkerLearnConfig();
+	queues_read = changes;
+}
+
+/*
+ * Upkeep of the queues that need it: expired leases and orphans, due
+ * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
+ * queue's next due time is kept in shared memory, so a pass only visits
+ * queues whose time has come; with orphans (checked at every cleanup
+ * too, in case an earlier look failed) also those that may have running
+ * jobs, and with cleanup those whose archive ring has a segment to empty
+ * or to turn to.  A queue with running jobs always has a due time
+ * (the earliest lease), so one known to have none (DT_NOEND) has no
+ * running job to orphan.  A pass costs about a millisecond per queue it
+ * visits, which with hundreds of idle queues made every sweep visiting
+ * all of them the bulk of an idle worker's CPU and delayed the return of
+ * orphans.  Batch leases (queue._end_leases) end after all the rest, for
+ * every queue visited: a pass is one transaction, and the rows they lock
+ * must not be held while the rest waits for something.  Sets *next to the
+ * earliest time something falls due again (0 if nothing is known).
+ */
+bool
+WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
+{
+	TimestampTz now_ts = GetCurrentTimestamp();
+
+	MemoryContext outer = CurrentMemoryContext;
+	bool	   *visited;
+
+	*next = 0;
+	if (!WorkerPassBegin("queue: upkeep"))
+		return false;
+
+	read_queues(cleanup);
+	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nknown, 1));
+
+	for (int i = 0; i < nknown; i++)
+	{
+		TimestampTz due = 0;
+		uint64		due_gen;
+		bool		due_now;
+		TimestampTz queue_next;
+		UpkeepStatus status;
+
+		/* gen is read before the tick takes its snapshot */
+		due_now = !QueueDueGet(known_qnos[i], &due, &due_gen) || due <= now_ts ||
+			(orphans && due != DT_NOEND);
+		if (!orphans && due != 0 && due != DT_NOEND &&
+			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) &&
+			QueueWaitersPresent(known_qnos[i], now_ts - WAITERS_GRACE_MS * INT64CONST(1000)))
+		{
+			due += WAITERS_GRACE_MS * INT64CONST(1000);
+			due_now = false;
+		}
+		if (!due_now && !cleanup)
+		{
+			note_next(next, due);
+			continue;
+		}
+
+		queue_next = upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
+								  "SELECT t.next_due FROM queue.queue_config c,"
+								  " LATERAL queue._tick_queue(c, cleanup => $2) t"
+								  " WHERE c.qno = $1",
+								  &status);
+		if (status == UPKEEP_FAILED)
+			continue;			/* its due time is past: not before the naptime */
+		if (status == UPKEEP_SKIPPED)
+		{
+			note_next(next, due);
+			continue;
+		}
+		visited[i] = true;
+		if (queue_next == 0)
+			queue_next = DT_NOEND;
+
+		/*
+		 * Claims waiting on the queue sleep until its due time, or to their
+		 * deadline while it is past: a new one is theirs to wake for (see
+		 * claim_sleep in ops/claim.c).
+		 */
+		if (QueueDueSet(known_qnos[i], queue_next, due_gen, false))
+			QueueSignalDue(known_qnos[i]);
+		note_next(next, queue_next);
+	}
+
+	for (int i = 0; i < nknown; i++)
+	{
+		UpkeepStatus status;
+
+		if (visited[i])
+			(void) upkeep_queue(known_qnos[i], known_owners[i], cleanup, true,
+								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
+								&status);
+	}
+	WorkerPassEnd();
+	pfree(visited);
+	return true;
+}
+
