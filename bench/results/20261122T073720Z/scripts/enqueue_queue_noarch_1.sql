@@ -1,1 +1,0 @@
-SELECT queue.enqueue('bq0', :p::jsonb);

@@ -1,1 +1,0 @@
-SELECT pgq.insert_event('pq', 'job', :p::text);

@@ -1,1 +1,0 @@
-INSERT INTO floor_ins (payload) SELECT unnest(:arr::jsonb[]);

@@ -1,1 +1,0 @@
-INSERT INTO base_jobs (payload) SELECT unnest(:arr::jsonb[]);

@@ -1,1 +1,0 @@
-SELECT count(*) FROM queue.enqueue_batch('bq', :arr::jsonb[]);
