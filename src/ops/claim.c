@@ -422,7 +422,6 @@ static void
 claim_look(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span)
 {
 	bool		in_block = IsTransactionBlock() && QueueStateActive();
-	TimestampTz now_ts;
 
 	if (q->paused)
 	{
@@ -432,7 +431,8 @@ claim_look(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	claim_once(q, lease, max_jobs, rsinfo, span, !in_block);
 	if (in_block && span->count == 0 && q->max_running == 0)
 	{
-		now_ts = GetCurrentTimestamp();
+		TimestampTz now_ts = GetCurrentTimestamp();
+
 		if (QueuePromoteDue(q->qno, now_ts) && promote_due(q, now_ts, max_jobs) > 0)
 			claim_once(q, lease, max_jobs, rsinfo, span, false);
 	}

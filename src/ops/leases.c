@@ -263,17 +263,17 @@ queue_take_leases(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7];
 		Datum	   *jobs;
-		int64	   *ids;
+		int64	   *job_ids;
 		int			n;
 
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		deconstruct_array(DatumGetArrayTypeP(values[1]), INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE,
 						  &jobs, NULL, &n);
-		ids = palloc(sizeof(int64) * Max(n, 1));
+		job_ids = palloc(sizeof(int64) * Max(n, 1));
 		for (int j = 0; j < n; j++)
-			ids[j] = DatumGetInt64(jobs[j]);
-		QueueLeasesDropped(qno, DatumGetInt64(values[0]), ids, n, true);
+			job_ids[j] = DatumGetInt64(jobs[j]);
+		QueueLeasesDropped(qno, DatumGetInt64(values[0]), job_ids, n, true);
 	}
 	QueueSpiEnd();
 	return (Datum) 0;
