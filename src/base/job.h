@@ -8,7 +8,7 @@
  * one: the direct paths (storage/), the saved statements (catalog/plans.c)
  * and the jobs a transaction holds in memory (xact/held.c).  The first
  * JOB_NCARRIED columns are the ones a claimed job carries: what a claim
- * returns, what held.c keeps, what the archive copies from.
+ * returns, what xact/held.c keeps, what the archive copies from.
  *
  *-------------------------------------------------------------------------
  */

@@ -207,7 +207,7 @@ LeaseMapFindJob(int64 id, LeasedJob *copy)
  * entry at all.  The caller holds LeaseMapQueueLock(qno), shared at least.
  */
 bool
-LeaseMapHolds(int32 qno, int64 id, int32 attempt, bool *any)
+LeaseMapIsLeased(int32 qno, int64 id, int32 attempt, bool *any)
 {
 	LeasedJob	e;
 

@@ -64,7 +64,7 @@ extern void LeaseMapUnreserve(int njobs, int nbatches);
 
 extern LWLock *LeaseMapQueueLock(int32 qno);
 extern bool LeaseMapQueueHasLeases(int32 qno);
-extern bool LeaseMapHolds(int32 qno, int64 id, int32 attempt, bool *any);
+extern bool LeaseMapIsLeased(int32 qno, int64 id, int32 attempt, bool *any);
 extern bool LeaseMapFindJob(int64 id, LeasedJob *copy);
 extern bool LeaseMapAddJob(int64 id, int64 lease, int32 attempt, const ItemPointerData *tid);
 extern bool LeaseMapRemoveJob(int64 id, int64 lease);

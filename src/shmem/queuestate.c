@@ -703,7 +703,7 @@ QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, Timestam
 	hash_seq_init(&status, queue_shared_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		bool		take = false;
+		bool		collect = false;
 		TimestampTz due = 0;
 
 		if (e->key.dboid != dboid)
@@ -716,13 +716,13 @@ QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, Timestam
 				e->notify_pending = false;
 				e->may_wait = false;
 				e->notified_at = now_ts;
-				take = true;
+				collect = true;
 			}
 			else
 				due = e->notified_at + idle_us;
 		}
 		SpinLockRelease(&e->mutex);
-		if (take)
+		if (collect)
 			result = lappend_int(result, e->key.qno);
 		else if (due != 0 && (*retry_at == 0 || due < *retry_at))
 			*retry_at = due;

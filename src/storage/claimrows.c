@@ -216,7 +216,7 @@ QueueClaimRows(QueueInfo *q, QueuePlanId which, bool in_place, const Datum *args
 			bool		any;
 
 			LWLockAcquire(lease_lock, LW_SHARED);
-			if (LeaseMapHolds(q->qno, id, attempt, &any))
+			if (LeaseMapIsLeased(q->qno, id, attempt, &any))
 			{
 				LWLockRelease(lease_lock);
 				continue;
