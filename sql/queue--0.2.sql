@@ -154,8 +154,9 @@ CREATE TABLE queue._slot (
 /* ==============================================================
  * Internal functions in C
  *
- * Executable by everyone: the API calls them as its caller, and each
- * checks that the caller may do what it asks (src/catalog/acl.c).
+ * Executable by everyone: the API calls them as its caller.  Those that
+ * act on a queue check that the caller has the rights on its tables that
+ * the API's callers need (src/catalog/acl.c).
  * ============================================================== */
 
 CREATE FUNCTION queue._invalidate()
