@@ -65,19 +65,37 @@ JobStateFromName(const char *name)
 	return JS_NONE;
 }
 
-/* The job column archive column c copies, or -1 for the archive's own. */
+/*
+ * The job column archive column c copies, or -1 for the archive's own.
+ * Computed once: the archive's insert asks for every column of every row.
+ */
 JobCol
 ArchiveColumnSource(ArchiveCol c)
 {
-	int			k = 0;
+	return ArchiveColumnSources()[c];
+}
 
-	if (c >= AC_FINISHED_AT)
-		return (JobCol) -1;
-	for (int j = 0; j < JC_NCOLS; j++)
-		if ((job_columns[j].flags & JOB_COL_ARCHIVE) != 0 && k++ == (int) c)
-			return (JobCol) j;
-	elog(ERROR, "archive column %d has no job column", (int) c);
-	return (JobCol) -1;			/* keep the compiler quiet */
+/* The same for every archive column at once, indexed by ArchiveCol. */
+const JobCol *
+ArchiveColumnSources(void)
+{
+	static JobCol source[AC_NCOLS];
+	static bool ready = false;
+
+	if (!ready)
+	{
+		int			k = 0;
+
+		for (int j = 0; j < JC_NCOLS; j++)
+			if ((job_columns[j].flags & JOB_COL_ARCHIVE) != 0)
+				source[k++] = (JobCol) j;
+		if (k != AC_FINISHED_AT)
+			elog(ERROR, "the archive copies %d job columns, not %d", k, (int) AC_FINISHED_AT);
+		for (; k < AC_NCOLS; k++)
+			source[k] = (JobCol) -1;
+		ready = true;
+	}
+	return source;
 }
 
 const char *
@@ -104,6 +122,13 @@ ArchiveColumnType(ArchiveCol c)
 const JobColumnStorage *
 JobColumnStorageOf(JobCol c)
 {
+	return &JobColumnStorages()[c];
+}
+
+/* The same for every column at once, indexed by JobCol. */
+const JobColumnStorage *
+JobColumnStorages(void)
+{
 	static JobColumnStorage storage[JC_NCOLS];
 	static bool ready = false;
 
@@ -124,7 +149,7 @@ JobColumnStorageOf(JobCol c)
 		}
 		ready = true;
 	}
-	return &storage[c];
+	return storage;
 }
 
 /*

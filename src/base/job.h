@@ -103,6 +103,7 @@ typedef enum ArchiveCol
 } ArchiveCol;
 
 extern JobCol ArchiveColumnSource(ArchiveCol c);
+extern const JobCol *ArchiveColumnSources(void);
 extern const char *ArchiveColumnName(ArchiveCol c);
 extern Oid	ArchiveColumnType(ArchiveCol c);
 
@@ -115,6 +116,7 @@ typedef struct JobColumnStorage
 } JobColumnStorage;
 
 extern const JobColumnStorage *JobColumnStorageOf(JobCol c);
+extern const JobColumnStorage *JobColumnStorages(void);
 extern void JobColumnArrays(int n, Datum *const *values, bool *const *nulls, Datum *arrays);
 extern void JobColumnNames(StringInfo buf, const char *prefix, int flags, int ncols);
 

@@ -152,13 +152,15 @@ QueueInsertJobs(QueueInfo *q, int n, const Datum *ids, TimestampTz run_at, JobSt
 static Size
 archive_row_bytes(const Datum *values, const bool *nulls)
 {
+	const JobCol *source = ArchiveColumnSources();
+	const JobColumnStorage *storage = JobColumnStorages();
 	Size		bytes = 0;
 
 	for (int c = 0; c < AC_FINISHED_AT; c++)
 	{
-		JobCol		j = ArchiveColumnSource((ArchiveCol) c);
+		JobCol		j = source[c];
 
-		if (!nulls[j] && JobColumnStorageOf(j)->len == -1)
+		if (!nulls[j] && storage[j].len == -1)
 			bytes += VARSIZE_ANY(DatumGetPointer(values[j]));
 	}
 	return bytes;
@@ -172,13 +174,15 @@ static void
 fill_archive_row(QueueDirectState *st, TupleTableSlot *slot, const Datum *values, const bool *nulls,
 				 TimestampTz finished_at, Datum state, int16 seg)
 {
+	const JobCol *source = ArchiveColumnSources();
+
 	ExecClearTuple(slot);
 	for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
 		slot->tts_isnull[c] = true;
 	for (int c = 0; c < AC_FINISHED_AT; c++)
 	{
 		AttrNumber	a = st->attnums[c] - 1;
-		JobCol		j = ArchiveColumnSource((ArchiveCol) c);
+		JobCol		j = source[c];
 
 		slot->tts_values[a] = values[j];
 		slot->tts_isnull[a] = nulls[j];
