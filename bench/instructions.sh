@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/instructions.sh: CPU instructions a backend spends per single-job
-# enqueue, against the plain INSERTs it is compared with, counted by
-# callgrind.
+# enqueue, against the plain INSERTs it is compared with, and per claim
+# and complete of 1 and 100 jobs (in one transaction, and leased: in two),
+# counted by callgrind.
 #
 #   bash bench/instructions.sh               2,000 transactions per statement
 #   CALLS=10000 bash bench/instructions.sh
@@ -16,6 +17,10 @@
 # commit.  The WAL flush's wait and the kernel's work are not instructions
 # of the backend and are not counted.
 #
+# Two builds compare exactly this way: their counts hardly move, where timed
+# runs spread by 10-25%.  PGBIN picks the PostgreSQL tree (and the build
+# installed in it, with QUEUE_SKIP_BUILD=1), as for bench/run.sh.
+#
 # As root on Debian: installs valgrind and what test/lib.sh needs, builds
 # and installs the extension (QUEUE_SKIP_BUILD=1: not), and writes
 # bench/results/<UTC timestamp>-instructions/report.md.  Asserts nothing.
@@ -29,8 +34,10 @@ CALLS=${CALLS:-2000}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT="$HERE/results/$STAMP-instructions"
 
+WANT_PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 # shellcheck source=../test/lib.sh
 source "$ROOT/test/lib.sh"
+PGBIN=$WANT_PGBIN
 
 queue_install_deps
 if ! command -v valgrind >/dev/null 2>&1; then
@@ -53,6 +60,8 @@ CREATE TABLE one_btree (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
 -- ... and with a second btree, as queue's table has for the claim order
 CREATE TABLE two_btrees (id bigserial PRIMARY KEY, priority int NOT NULL DEFAULT 0, payload jsonb NOT NULL);
 CREATE INDEX ON two_btrees (priority DESC, id);
+-- the leased cases' first transaction keeps the ids it claimed here for the second
+CREATE TABLE claimed (id bigint);
 SQL
 queue_cluster_stop "$DIR"
 
@@ -71,12 +80,19 @@ for _ in $(seq 120); do
 done
 "$PGBIN/pg_isready" -q -h "$DIR" -p "$PORT" || { cat "$WORK/server.log" >&2; exit 1; }
 
-# name | the pgbench script
+# name | jobs a transaction takes from the backlog | the pgbench script (one
+# statement per line, each a transaction of its own)
 CASES=(
-	"queue.enqueue()|SELECT queue.enqueue('q', :p::jsonb);"
-	"INSERT|INSERT INTO one_btree (payload) VALUES (:p::jsonb);"
-	"INSERT ... RETURNING id|INSERT INTO one_btree (payload) VALUES (:p::jsonb) RETURNING id;"
-	"the same, second btree|INSERT INTO two_btrees (payload) VALUES (:p::jsonb) RETURNING id;"
+	"queue.enqueue()|0|SELECT queue.enqueue('q', :p::jsonb);"
+	"INSERT|0|INSERT INTO one_btree (payload) VALUES (:p::jsonb);"
+	"INSERT ... RETURNING id|0|INSERT INTO one_btree (payload) VALUES (:p::jsonb) RETURNING id;"
+	"the same, second btree|0|INSERT INTO two_btrees (payload) VALUES (:p::jsonb) RETURNING id;"
+	"claim 1 + complete, one transaction|1|SELECT queue.complete(id) FROM queue.claim('q', 1);"
+	"claim 100 + complete, one transaction|100|SELECT queue.complete(array_agg(id)) FROM queue.claim('q', 100);"
+	"claim 1, complete in a second transaction|1|INSERT INTO claimed SELECT id FROM queue.claim('q', 1);
+WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
+	"claim 100, complete in a second transaction|100|INSERT INTO claimed SELECT id FROM queue.claim('q', 100);
+WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
 )
 PAYLOAD=$(cd "$HERE" && /usr/bin/python3 -c 'import bench; print(bench.make_payload(100))')
 
@@ -100,11 +116,20 @@ backend() {
 declare -A PER_CALL
 for c in "${CASES[@]}"; do
 	name=${c%%|*}
-	echo "${c#*|}" >"$WORK/case.sql"
+	rest=${c#*|}
+	per=${rest%%|*}
+	# a claim of 100 costs 100 times what one does: a tenth of the calls
+	calls=$CALLS
+	[ "$per" -le 1 ] || calls=$((CALLS / 10))
+	if [ "$per" -gt 0 ]; then
+		echo "SELECT count(*) FROM queue.enqueue_batch('q', array_fill(:'p'::jsonb, ARRAY[$(((calls + 2) * per))]));" |
+			"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -v p="$PAYLOAD" -d instr >/dev/null
+	fi
+	printf '%s\n' "${rest#*|}" >"$WORK/case.sql"
 	chmod 644 "$WORK/case.sql"
 	one=$(backend 1)
-	all=$(backend $((CALLS + 1)))
-	PER_CALL[$name]=$(((all - one) / CALLS))
+	all=$(backend $((calls + 1)))
+	PER_CALL[$name]=$(((all - one) / calls))
 	echo "== $name: ${PER_CALL[$name]} instructions per transaction"
 done
 
@@ -115,7 +140,8 @@ mkdir -p "$OUT"
 	echo
 	echo "\`bash bench/instructions.sh\` with CALLS=$CALLS at git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	echo "($(date -u '+%Y-%m-%d %H:%M UTC'); $(valgrind --version); $("$PGBIN/postgres" --version))."
-	echo "Each statement runs through pgbench \`-M prepared\` with one client, $CALLS transactions after one;"
+	echo "Each statement runs through pgbench \`-M prepared\` with one client, $CALLS transactions after one"
+	echo "($((CALLS / 10)) for the claims of 100 jobs, from a backlog enqueued before);"
 	echo "the figure is the backend's instructions per transaction (bind, execute, result, commit), counted"
 	echo "by callgrind. The payload is the benchmark's ~100-byte JSON object."
 	echo
@@ -123,7 +149,7 @@ mkdir -p "$OUT"
 	echo "|---|---:|---:|"
 	for c in "${CASES[@]}"; do
 		name=${c%%|*}
-		printf '| `%s` | %s | %s |\n' "${c#*|}" "${PER_CALL[$name]}" \
+		printf '| %s: `%s` | %s | %s |\n' "$name" "$(echo "${c#*|*|}" | tr '\n' ' ')" "${PER_CALL[$name]}" \
 			"$(awk -v a="${PER_CALL[$name]}" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')"
 	done
 } >"$OUT/report.md"
