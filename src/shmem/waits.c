@@ -5,9 +5,11 @@
  *	  claim(wait =>) sleeps on.
  *
  * Wait slots are condition variables plus counters, indexed by a hash of
- * (database, queue); the counters are atomics and no lock is held across
- * a wait.  shmem/wakeups.c decides whom to wake and when; this file is
- * how.
+ * (database, queue).  shmem/wakeups.c decides whom to wake and when; this
+ * file is how.
+ *
+ * Locking: none; the counters are atomics, read and moved in the order the
+ * comments below give, and no lock is held across a wait.
  *
  * A commit that made n jobs ready wakes n + 1 waiting claims, not all of them:
  * with 32 claims waiting on a queue fed 200 jobs a second, waking them all

@@ -12,7 +12,8 @@
  * (shmem/listeners.c), marks the queue (shmem/queuestate.c) and sets its
  * database worker's latch; the worker sends one NOTIFY per marked queue.
  *
- * This file keeps no state of its own.
+ * Locking: this file keeps no state of its own; each segment it uses
+ * follows its own locking note.
  *
  *-------------------------------------------------------------------------
  */

@@ -1,0 +1,1 @@
+INSERT INTO base_jobs (payload) VALUES (:p::jsonb);

@@ -1,0 +1,1 @@
+INSERT INTO floor_ins (payload) SELECT unnest(:arr::jsonb[]);

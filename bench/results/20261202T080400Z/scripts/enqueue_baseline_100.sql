@@ -1,0 +1,1 @@
+INSERT INTO base_jobs (payload) SELECT unnest(:arr::jsonb[]);

@@ -1,0 +1,1 @@
+SELECT pgq.insert_event('pq', 'job', :p::text);

@@ -1,0 +1,1 @@
+SELECT queue.enqueue('bq', :p::jsonb);

@@ -1,0 +1,1 @@
+SELECT count(*) FROM queue.enqueue_batch('bq', :arr::jsonb[]);

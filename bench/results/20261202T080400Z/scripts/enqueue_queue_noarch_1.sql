@@ -1,0 +1,1 @@
+SELECT queue.enqueue('bq0', :p::jsonb);
