@@ -6,7 +6,7 @@
  *	  direct-access state (storage/direct.c) kept for each queue.
  *
  * queue_config rows are read once per backend and kept until a
- * transaction that changed queue_config commits; queue._invalidate() sends
+ * transaction that changed queue_config commits; its trigger sends
  * a relcache invalidation for queue_config then, and our callback marks the
  * whole cache stale.  Entries and plans of a stale cache may still be in
  * use further up the stack (a trigger on a job table can call us from
@@ -212,7 +212,7 @@ load_queue(const char *name, int32 qno)
 
 	/*
 	 * Read as committed now, like a catalog: the cache is reloaded when a
-	 * change commits (queue._invalidate), often in the middle of a
+	 * change commits (queue._config_changed), often in the middle of a
 	 * statement whose snapshot predates the change.  Read with that
 	 * snapshot, the old settings would be kept as new until the next
 	 * change.

@@ -12,6 +12,7 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/inval.h"
@@ -29,9 +30,28 @@
 #include "xact/xact.h"
 
 /*
- * queue._invalidate(): make every backend reread queue_config after this
- * transaction commits.  The relcache message is transactional, which is
- * exactly when the new configuration becomes visible.
+ * queue._config_changed(), the statement trigger on queue_config: make
+ * every backend reread queue_config after this transaction commits.  The
+ * relcache message is transactional, which is exactly when the new
+ * configuration becomes visible.  Only a change to queue_config sends it.
+ */
+PG_FUNCTION_INFO_V1(queue_config_changed);
+Datum
+queue_config_changed(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("queue._config_changed() can only be called as a trigger"),
+				 errhint("Changes to queue.queue_config call it.")));
+	CacheInvalidateRelcache(((TriggerData *) fcinfo->context)->tg_relation);
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * queue._invalidate() of the install scripts of 0.1 and 0.2, which their
+ * functions call until ALTER EXTENSION queue UPDATE replaces them; 0.3
+ * has no such function.
  */
 PG_FUNCTION_INFO_V1(queue_invalidate);
 Datum

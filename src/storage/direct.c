@@ -15,9 +15,10 @@
  *
  * The state is rebuilt whenever the table's relcache entry is invalidated
  * (someone added an index, say).  Tables on which the executor would do
- * more than this (triggers, row security, exclusion constraints, deferred
- * uniqueness, columns changed or added by hand) are not handled here: the
- * callers fall back to SPI.
+ * more than this (triggers, row security, CHECK constraints other than
+ * the id's own, exclusion constraints, deferred uniqueness, columns
+ * changed or added by hand) are not handled here: the callers fall back
+ * to SPI.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,8 +41,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
 
+#include "base/jobid.h"
 #include "storage/direct.h"
 
 static List *all_states = NIL;
@@ -278,6 +281,32 @@ reset_state(QueueDirectState *st)
 }
 
 /*
+ * Has the open hot table rel no CHECK constraint but the one queue.create
+ * gives it, "<table>$id" (the id names the queue)?  The ids we write come
+ * from the queue's sequence and pass it; any other CHECK, or ours changed
+ * by the table's owner, needs the executor.  The constraint is compared as
+ * pg_get_constraintdef prints it, whatever text it was made from.
+ */
+static bool
+only_id_check(QueueDirectState *st, Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	const char *relname = RelationGetRelationName(rel);
+	ConstrCheck *check;
+	char	   *expr;
+
+	if (constr == NULL || constr->num_check == 0)
+		return true;
+	check = &constr->check[0];
+	if (constr->num_check != 1 || st->archive || !check->ccvalid ||
+		strcmp(check->ccname, psprintf("%s$id", relname)) != 0)
+		return false;
+	expr = deparse_expression(stringToNode(check->ccbin),
+							  deparse_context_for(relname, RelationGetRelid(rel)), false, false);
+	return strcmp(expr, psprintf("((id %% (" JOB_ID_FACTOR_SQL ")::bigint) = %d)", st->qno)) == 0;
+}
+
+/*
  * (Re)build the state for the open relation rel (and, for an archive
  * segment, its open parent prel); false if the executor would do more for
  * it than we do.
@@ -289,8 +318,8 @@ build_state(QueueDirectState *st, Relation rel, Relation prel)
 	MemoryContext old;
 	bool		ok;
 
-	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity ||
-		(desc->constr != NULL && (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
+	if (rel->trigdesc != NULL || rel->rd_rel->relrowsecurity || !only_id_check(st, rel) ||
+		(desc->constr != NULL && desc->constr->has_generated_stored))
 		return false;
 	/* (statement triggers and row security of the parent stay there) */
 	if (prel != NULL && (prel->trigdesc != NULL || prel->rd_rel->relrowsecurity))
@@ -337,6 +366,7 @@ new_state(QueueInfo *q, bool archive)
 		st->relid = get_relname_relid(sname, nsp);
 	}
 	st->archive = archive;
+	st->qno = q->qno;
 	st->cxt = AllocSetContextCreate(CacheMemoryContext, "queue direct", ALLOCSET_SMALL_SIZES);
 	all_states = lappend(all_states, st);
 	MemoryContextSwitchTo(old);

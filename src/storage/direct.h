@@ -22,6 +22,7 @@ typedef struct QueueDirectState
 {
 	Oid			relid;
 	Oid			parentid;		/* archive: the queue's archive, relid its segment */
+	int32		qno;			/* the queue's number */
 	bool		archive;		/* the archive table, not the hot one */
 	bool		valid;
 	MemoryContext cxt;

@@ -764,8 +764,9 @@ SELECT queue.create('$q')});
 		my %ddl = map {
 			$_ => pg_dump($_, '-t', "queue.?_$q", '-t', "queue.?_$q\$*") =~ s/^\\(un)?restrict .*\n//mgr
 		} $db, 'fresh';
-		like($ddl{$db}, qr/^CREATE TABLE queue\.q_$q \(\n\)\nINHERITS \(queue\._job\)/m,
-			"$db: pg_dump of queue $q prints its tables");
+		like($ddl{$db},
+			qr/^CREATE TABLE queue\.q_$q \(\n    CONSTRAINT "q_$q\$id" CHECK \(\(\(id % \(1000000\)::bigint\) = \d+\)\)\n\)\nINHERITS \(queue\._job\)/m,
+			"$db: pg_dump of queue $q prints its tables, the CHECK on ids included");
 		same_text($ddl{$db}, $ddl{fresh},
 			"$db: pg_dump of queue $q ($when): the same as one created fresh", "$db.queue.$q.dump");
 		my %list = map { $_ => $node->safe_psql($_, queue_rels_sql($q)) } $db, 'fresh';
