@@ -13,10 +13,13 @@
 #include "access/xact.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/resowner.h"
 #include "utils/regproc.h"
 
 #include "base/errors.h"
 #include "base/job.h"
+#include "base/jobid.h"
 #include "base/role.h"
 #include "catalog/acl.h"
 #include "catalog/spi.h"
@@ -121,6 +124,57 @@ queue_set_counts(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Run the one-row SELECT sql as role owner and copy its JS_NSTATES + 1
+ * columns into values and nulls (in memory cxt), in a subtransaction that
+ * is then rolled back: it gives back the locks the SELECT took, so that
+ * queue.stats over any number of queues holds the locks of one at a time.
+ * The server's lock table is shared by every session, and holding every
+ * queue's locks in one statement made other sessions fail with "out of
+ * shared memory" once there were a few thousand queues.  An error is
+ * thrown again once the subtransaction is gone.
+ */
+static void
+read_unlocked(QueueInfo *q, Oid owner, const char *sql, Datum *values, bool *nulls, MemoryContext cxt)
+{
+	ResourceOwner oldowner = CurrentResourceOwner;
+	MemoryContext caller = CurrentMemoryContext;
+	QueueAsRole as;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		QueueAsRoleBegin(&as, owner);
+		QueueCheckSpi(SPI_execute(sql, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
+		for (int i = 0; i <= JS_NSTATES; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			values[i] = nulls[i] ? (Datum) 0 : datumCopy(d, att->attbyval, att->attlen);
+			MemoryContextSwitchTo(old);
+		}
+		QueueAsRoleEnd(&as);
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
  * queue._table_stats(qno, with_counts): the age of the queue's oldest ready
  * job and, with with_counts, its jobs counted by state, read from its
  * table as the table's owner.  queue.stats runs with the extension
@@ -155,7 +209,6 @@ queue_table_stats(PG_FUNCTION_ARGS)
 		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
 		const char *l = quote_qualified_identifier("queue", psprintf("l_%s", q->name));
 		StringInfoData sql;
-		QueueAsRole as;
 
 		initStringInfo(&sql);
 		appendStringInfoString(&sql, "SELECT ");
@@ -198,13 +251,8 @@ queue_table_stats(PG_FUNCTION_ARGS)
 						 " ORDER BY j.rank LIMIT 1) h"
 						 " WHERE p.priority IS NOT NULL)", t);
 
-		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
-		QueueCheckSpi(SPI_execute(sql.data, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
-		for (int i = 0; i <= JS_NSTATES; i++)
-			values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
-		QueueAsRoleEnd(&as);
+		read_unlocked(q, QueueRelOwner(relid, q->name), sql.data, values, nulls, outer);
 	}
-	/* (the tuple copies the interval out of SPI's memory) */
 	old = MemoryContextSwitchTo(outer);
 	result = heap_form_tuple(tupdesc, values, nulls);
 	MemoryContextSwitchTo(old);
@@ -237,7 +285,9 @@ queue_recent_counts(PG_FUNCTION_ARGS)
 /*
  * queue._held(): the jobs this transaction holds (xact/held.c), so that
  * queue.jobs and queue.stats show them as running to the transaction that
- * claimed them.
+ * claimed them.  Only those of queues whose table the user may read: a
+ * SECURITY DEFINER function may have claimed the others for the
+ * transaction, and its caller must not see what it may not read.
  */
 PG_FUNCTION_INFO_V1(queue_held);
 Datum
@@ -248,15 +298,27 @@ queue_held(PG_FUNCTION_ARGS)
 	JC_LEASE_UNTIL, JC_PRIORITY, JC_RUN_AT, JC_DEDUP_KEY, JC_LAST_ERROR, JC_CLAIMED_AT};
 	ListCell   *lc;
 
+	int32		readable_qno = 0;	/* the last queue found readable */
+
 	InitMaterializedSRF(fcinfo, 0);
+	QueueSpiBegin();
 	foreach(lc, QueueHeldJobs())
 	{
 		HeldJob    *j = (HeldJob *) lfirst(lc);
+		int32		qno = JobIdQueue(DatumGetInt64(j->values[JC_ID]));
 		Datum		values[lengthof(cols)];
 		bool		nulls[lengthof(cols)];
 
 		if (j->done_nest != 0 || j->written_nest != 0)
 			continue;
+		if (qno != readable_qno)
+		{
+			QueueInfo  *q = QueueLookupByQno(qno, true);
+
+			if (q == NULL || !OidIsValid(QueueTableRelid(q)) || !QueueTablePrivilege(q, ACL_SELECT))
+				continue;
+			readable_qno = qno;
+		}
 		for (int c = 0; c < (int) lengthof(cols); c++)
 		{
 			values[c] = j->values[cols[c]];
@@ -264,5 +326,6 @@ queue_held(PG_FUNCTION_ARGS)
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	QueueSpiEnd();
 	return (Datum) 0;
 }
