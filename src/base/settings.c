@@ -18,6 +18,7 @@
 
 int			queue_max_payload_size = 1024 * 1024;
 int			queue_worker_naptime = 1000;
+int			queue_upkeep_lock_timeout = 100;
 int			queue_notify_busy_interval = 20;
 bool		queue_synchronous_claims = true;
 int			queue_max_queues = 1024;
@@ -40,6 +41,15 @@ define_session_settings(void)
 							"It also wakes when work comes due or producers commit; this bounds how late an expired lease is noticed.",
 							&queue_worker_naptime,
 							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queue.upkeep_lock_timeout",
+							"Longest time the background worker waits for a lock that a queue's upkeep needs.",
+							"Then it goes on with the other queues and tries that one again after queue.worker_naptime, "
+							"so that a session holding locks on one queue's tables cannot stall the upkeep of the others.",
+							&queue_upkeep_lock_timeout,
+							100, 1, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -23,6 +23,7 @@
 #include "storage/latch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -123,6 +124,26 @@ sleep_until_due(Oid dboid, WorkerTimes *t)
 	}
 }
 
+/*
+ * SIGINT, which lock_timeout sends us when a wait for a lock has lasted
+ * queue.upkeep_lock_timeout (worker/upkeep.c): end the wait with its
+ * error.  Any other SIGINT (pg_cancel_backend) is ignored: a pass is
+ * short, and it is not cancelled.
+ */
+static void
+lock_timeout_handler(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (get_timeout_indicator(LOCK_TIMEOUT, false))
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
 void
 queue_db_worker_main(Datum arg)
 {
@@ -132,7 +153,7 @@ queue_db_worker_main(Datum arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGINT, SIG_IGN);	/* a pass is short; it is not cancelled */
+	pqsignal(SIGINT, lock_timeout_handler);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("queue worker");

@@ -6,7 +6,13 @@
  *
  * Each queue's upkeep runs as the owner of the queue's table, never as
  * superuser, in a subtransaction of its own so that one broken queue
- * cannot stall others.
+ * cannot stall others, with a lock timeout so that one whose tables a
+ * session keeps locked cannot either: it is tried again after a naptime.
+ * A pass commits after every few queues it visits, so that it holds the
+ * locks of a few queues at a time, however many there are.  The server's
+ * lock table is shared by every session: a pass that held the locks of
+ * every queue at once made other sessions fail with "out of shared
+ * memory" once there were a few thousand queues.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,11 +22,14 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "base/role.h"
+#include "base/settings.h"
 #include "shmem/queuestate.h"
 #include "shmem/waits.h"
 #include "shmem/wakeups.h"
@@ -36,6 +45,14 @@
  * ms, waking for each cost more CPU than the claims that took them).
  */
 #define WAITERS_GRACE_MS		10
+
+/*
+ * Queues whose upkeep one transaction of a pass runs.  A queue's upkeep
+ * locks about ten relations (its tables and their indexes), and the lock
+ * table has room for max_locks_per_transaction (64 by default) per
+ * session.  The worker commits asynchronously, so a commit costs little.
+ */
+#define QUEUES_PER_XACT			4
 
 /* Only a rule on queue_config can make one of our SELECTs something else. */
 static void
@@ -149,9 +166,16 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(outer);
 		CurrentResourceOwner = oldowner;
-		ereport(WARNING,
-				(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
-				 errhint("The worker tries again on its next pass.")));
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ereport(LOG,
+					(errmsg("queue worker skipped queue number %d: another session holds a lock its upkeep needs",
+							qno),
+					 errdetail("%s", edata->message),
+					 errhint("The worker tries again after queue.worker_naptime; pg_locks shows who holds it.")));
+		else
+			ereport(WARNING,
+					(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
+					 errhint("The worker tries again on its next pass.")));
 		FreeErrorData(edata);
 		*status = UPKEEP_FAILED;
 	}
@@ -218,6 +242,69 @@ read_queues(bool always)
 }
 
 /*
+ * One transaction of an upkeep pass begins: with the lock timeout that
+ * keeps one queue's locked tables from stalling the others.  False, with
+ * no transaction open, if the extension is gone.
+ */
+static bool
+upkeep_xact_begin(void)
+{
+	if (!WorkerPassBegin("queue: upkeep"))
+		return false;
+	(void) set_config_option("lock_timeout", psprintf("%d", queue_upkeep_lock_timeout),
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+	return true;
+}
+
+/*
+ * One transaction of an upkeep pass ends: the batch leases of the queues
+ * it visited (indexes into known_qnos) end after all the rest, since the
+ * rows they lock must not be held while the rest waits for something, and
+ * it commits.
+ */
+static void
+upkeep_xact_end(const int *visited, int nvisited, bool cleanup)
+{
+	for (int v = 0; v < nvisited; v++)
+	{
+		UpkeepStatus status;
+
+		(void) upkeep_queue(known_qnos[visited[v]], known_owners[visited[v]], cleanup, true,
+							"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
+							&status);
+	}
+	WorkerPassEnd();
+}
+
+/*
+ * Whether queue i of known_qnos needs upkeep now; if not, *next learns
+ * when it does.  *due and *due_gen are its due time in shared memory and
+ * that time's generation, read before the tick takes its snapshot.
+ */
+static bool
+queue_due_now(int i, bool orphans, bool cleanup, TimestampTz now_ts,
+			  TimestampTz *due, uint64 *due_gen, bool *due_now, TimestampTz *next)
+{
+	TimestampTz grace_start = now_ts - WAITERS_GRACE_MS * INT64CONST(1000);
+
+	*due = 0;
+	*due_now = !QueueDueGet(known_qnos[i], due, due_gen) || *due <= now_ts ||
+		(orphans && *due != DT_NOEND);
+	if (!orphans && *due != 0 && *due != DT_NOEND && *due > grace_start &&
+		QueueWaitersPresent(known_qnos[i], grace_start))
+	{
+		*due += WAITERS_GRACE_MS * INT64CONST(1000);
+		*due_now = false;
+	}
+	if (!*due_now && !cleanup)
+	{
+		note_next(next, *due);
+		return false;
+	}
+	return true;
+}
+
+/*
  * Upkeep of the queues that need it: expired leases and orphans, due
  * scheduled jobs, and (with cleanup) archived jobs past retention.  Each
  * queue's next due time is kept in shared memory, so a pass only visits
@@ -229,50 +316,43 @@ read_queues(bool always)
  * running job to orphan.  A pass costs about a millisecond per queue it
  * visits, which with hundreds of idle queues made every sweep visiting
  * all of them the bulk of an idle worker's CPU and delayed the return of
- * orphans.  Batch leases (queue._end_leases) end after all the rest, for
- * every queue visited: a pass is one transaction, and the rows they lock
- * must not be held while the rest waits for something.  Sets *next to the
- * earliest time something falls due again (0 if nothing is known).
+ * orphans.  The pass commits after every QUEUES_PER_XACT queues it tried.
+ * Sets *next to the earliest time something falls due again (0 if
+ * nothing is known).  False if the extension is gone.
  */
 bool
 WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
-
-	MemoryContext outer = CurrentMemoryContext;
-	bool	   *visited;
+	int			visited[QUEUES_PER_XACT];
+	int			nvisited = 0;
+	int			ntried = 0;
 
 	*next = 0;
-	if (!WorkerPassBegin("queue: upkeep"))
+	if (!upkeep_xact_begin())
 		return false;
-
 	read_queues(cleanup);
-	visited = MemoryContextAllocZero(outer, sizeof(bool) * Max(nknown, 1));
 
 	for (int i = 0; i < nknown; i++)
 	{
-		TimestampTz due = 0;
+		TimestampTz due;
 		uint64		due_gen;
 		bool		due_now;
 		TimestampTz queue_next;
 		UpkeepStatus status;
 
-		/* gen is read before the tick takes its snapshot */
-		due_now = !QueueDueGet(known_qnos[i], &due, &due_gen) || due <= now_ts ||
-			(orphans && due != DT_NOEND);
-		if (!orphans && due != 0 && due != DT_NOEND &&
-			due > now_ts - WAITERS_GRACE_MS * INT64CONST(1000) &&
-			QueueWaitersPresent(known_qnos[i], now_ts - WAITERS_GRACE_MS * INT64CONST(1000)))
-		{
-			due += WAITERS_GRACE_MS * INT64CONST(1000);
-			due_now = false;
-		}
-		if (!due_now && !cleanup)
-		{
-			note_next(next, due);
+		if (!queue_due_now(i, orphans, cleanup, now_ts, &due, &due_gen, &due_now, next))
 			continue;
+		if (ntried == QUEUES_PER_XACT)
+		{
+			upkeep_xact_end(visited, nvisited, cleanup);
+			nvisited = ntried = 0;
+			if (ShutdownRequestPending)
+				return true;
+			if (!upkeep_xact_begin())
+				return false;
 		}
-
+		ntried++;
 		queue_next = upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
 								  "SELECT t.next_due FROM queue.queue_config c,"
 								  " LATERAL queue._tick_queue(c, cleanup => $2) t"
@@ -285,7 +365,7 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 			note_next(next, due);
 			continue;
 		}
-		visited[i] = true;
+		visited[nvisited++] = i;
 		if (queue_next == 0)
 			queue_next = DT_NOEND;
 
@@ -298,18 +378,6 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 			QueueSignalDue(known_qnos[i]);
 		note_next(next, queue_next);
 	}
-
-	for (int i = 0; i < nknown; i++)
-	{
-		UpkeepStatus status;
-
-		if (visited[i])
-			(void) upkeep_queue(known_qnos[i], known_owners[i], cleanup, true,
-								"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
-								&status);
-	}
-	WorkerPassEnd();
-	pfree(visited);
+	upkeep_xact_end(visited, nvisited, cleanup);
 	return true;
 }
-

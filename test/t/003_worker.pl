@@ -61,6 +61,8 @@ $node->append_conf(
 	'postgresql.conf', q{
 shared_preload_libraries = 'queue'
 log_line_prefix = '%m [%p] [%b] %q%a '
+# hold_worker keeps the worker blocked on a row lock: no timeout ends the wait
+queue.upkeep_lock_timeout = '1h'
 });
 $node->start;
 

@@ -39,6 +39,8 @@ $node->append_conf(
 	'postgresql.conf', q{
 shared_preload_libraries = 'queue'
 queue.max_queues = 16
+# (2. keeps the worker blocked on a row lock: no timeout ends the wait)
+queue.upkeep_lock_timeout = '1h'
 log_line_prefix = '%m [%p] [%b] %q%a '
 });
 $node->start;
