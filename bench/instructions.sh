@@ -69,7 +69,8 @@ WORK=$(mktemp -d)
 chown postgres: "$WORK"
 stop() {
 	su postgres -c "$PGBIN/pg_ctl -D '$DIR/data' -m fast -w stop" >/dev/null 2>&1 || true
-	rm -rf "$WORK"
+	# processes under valgrind may still be writing their counts
+	rm -rf "$WORK" 2>/dev/null || { sleep 2; rm -rf "$WORK"; }
 }
 trap stop EXIT
 su postgres -c "cd '$WORK' && valgrind --tool=callgrind --callgrind-out-file='$WORK/cg.%p' \
