@@ -13,6 +13,20 @@ LANGUAGE C;
 CREATE TRIGGER config_changed AFTER INSERT OR UPDATE OR DELETE ON queue.queue_config
 FOR EACH STATEMENT EXECUTE FUNCTION queue._config_changed();
 
+-- queue._new_queue says whether the new queue got its shared state, and
+-- queue.stats.shared_state which queues have it.
+DROP FUNCTION queue._new_queue(int);
+
+CREATE FUNCTION queue._new_queue(qno int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_new_queue'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._shared_state(qno int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_shared_state'
+LANGUAGE C VOLATILE STRICT;
+
 CREATE OR REPLACE FUNCTION queue._rotate_archive(r queue.queue_config, t timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -175,7 +189,14 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (id)', a || '$id', a);
 
     PERFORM queue._reset_cursor(n);
-    PERFORM queue._new_queue(n);
+    IF NOT queue._new_queue(n) THEN
+        RAISE WARNING 'queue "%" runs without shared state: queue.max_queues (%) queues have it already',
+                      queue, current_setting('queue.max_queues')
+            USING DETAIL = 'It works, but more slowly: claims start at the front of its ready index, '
+                           'claims of several jobs take no batch lease, and the worker visits it on every pass.',
+                  HINT = 'Raise queue.max_queues (it takes a restart) or drop unused queues; '
+                         'queue.stats.shared_state shows which queues have it.';
+    END IF;
 END
 $$;
 
@@ -270,6 +291,12 @@ END
 $$;
 
 DROP FUNCTION queue._invalidate();
+
+CREATE OR REPLACE VIEW queue.stats AS
+SELECT c.name AS queue, s.ready, s.scheduled, s.running, s.dead,
+       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute, s.waiting,
+       queue._shared_state(c.qno) AS shared_state
+  FROM queue.queue_config c, LATERAL queue._stats(c) s;
 
 -- Each queue's table gets the CHECK that 0.3's queue.create gives it: the
 -- id names the queue, so that no row of one queue can pose as another's.

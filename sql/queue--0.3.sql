@@ -297,9 +297,16 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'queue_count'
 LANGUAGE C VOLATILE STRICT;
 
+-- true if the new queue has its shared state, false past queue.max_queues,
+-- NULL without shared_preload_libraries
 CREATE FUNCTION queue._new_queue(qno int)
-RETURNS void
+RETURNS boolean
 AS 'MODULE_PATHNAME', 'queue_new_queue'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION queue._shared_state(qno int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queue_shared_state'
 LANGUAGE C VOLATILE STRICT;
 
 CREATE FUNCTION queue._recount(qno int)
@@ -1029,7 +1036,14 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (id)', a || '$id', a);
 
     PERFORM queue._reset_cursor(n);
-    PERFORM queue._new_queue(n);
+    IF NOT queue._new_queue(n) THEN
+        RAISE WARNING 'queue "%" runs without shared state: queue.max_queues (%) queues have it already',
+                      queue, current_setting('queue.max_queues')
+            USING DETAIL = 'It works, but more slowly: claims start at the front of its ready index, '
+                           'claims of several jobs take no batch lease, and the worker visits it on every pass.',
+                  HINT = 'Raise queue.max_queues (it takes a restart) or drop unused queues; '
+                         'queue.stats.shared_state shows which queues have it.';
+    END IF;
 END
 $$;
 
@@ -1497,9 +1511,11 @@ SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,
   FROM queue._archive a
   JOIN queue.queue_config c ON c.qno = queue._qno(a.id);
 
+-- shared_state after _stats, which made the entry if there was room
 CREATE VIEW queue.stats AS
 SELECT c.name AS queue, s.ready, s.scheduled, s.running, s.dead,
-       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute, s.waiting
+       s.oldest_ready_age, s.completed_last_minute, s.failed_last_minute, s.waiting,
+       queue._shared_state(c.qno) AS shared_state
   FROM queue.queue_config c, LATERAL queue._stats(c) s;
 
 /* ==============================================================

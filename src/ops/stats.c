@@ -40,14 +40,35 @@ queue_count(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* queue._new_queue(qno): this transaction created queue qno */
+/*
+ * queue._new_queue(qno): this transaction created queue qno.  False if it
+ * gets no shared state (queue.max_queues), or there is none; NULL
+ * without it (not preloaded).
+ */
 PG_FUNCTION_INFO_V1(queue_new_queue);
 Datum
 queue_new_queue(PG_FUNCTION_ARGS)
 {
+	bool		has;
+
 	QueueCheckWriter(PG_GETARG_INT32(0));
-	QueueXactNewQueue(PG_GETARG_INT32(0));
-	PG_RETURN_VOID();
+	has = QueueXactNewQueue(PG_GETARG_INT32(0));
+	if (!QueueStateActive())
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(has);
+}
+
+/*
+ * queue._shared_state(qno): whether the queue has its state in shared
+ * memory (NULL when the library is not preloaded and no queue has).
+ */
+PG_FUNCTION_INFO_V1(queue_shared_state);
+Datum
+queue_shared_state(PG_FUNCTION_ARGS)
+{
+	if (!QueueStateActive())
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(QueueStateHas(PG_GETARG_INT32(0)));
 }
 
 /* queue._recount(qno): this transaction changed jobs wholesale */

@@ -6,10 +6,9 @@
  *	  the counters behind queue.stats.
  *
  * The state lives in a hash table keyed by (database, queue number) of
- * at most queue.max_queues entries, created at postmaster start when the
- * library is preloaded.  Without
- * preloading every function here is a harmless no-op: claims scan from
- * the front of the ready index and recent counts are unknown.
+ * at most queue.max_queues entries, made when a queue is created or first
+ * used (past that, a queue runs without).  Without preloading every function
+ * here is a no-op: claims scan from the front, recent counts are unknown.
  *
  * The counters behind queue.stats work the same way: committing
  * transactions add what they changed, and a recount (after a restart, or
@@ -134,6 +133,18 @@ QueueStateShmemInit(void)
 									  &info, HASH_ELEM | HASH_BLOBS);
 }
 
+/* The key of queue qno of this database (padding zeroed: keys are blobs). */
+static QueueSharedKey
+entry_key(int32 qno)
+{
+	QueueSharedKey key;
+
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.qno = qno;
+	return key;
+}
+
 /*
  * Find (or make) the entry of a queue of the current database.  Returns
  * with the LWLock held shared, or NULL without it when there is no shared
@@ -142,16 +153,12 @@ QueueStateShmemInit(void)
 static QueueShared *
 queue_shared_acquire(int32 qno)
 {
-	QueueSharedKey key;
+	QueueSharedKey key = entry_key(qno);
 	QueueShared *entry;
 	bool		found;
 
 	if (queue_shared_hash == NULL)
 		return NULL;
-
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	key.qno = qno;
 
 	LWLockAcquire(queue_shared_lock, LW_SHARED);
 	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
@@ -159,8 +166,12 @@ queue_shared_acquire(int32 qno)
 		return entry;
 	LWLockRelease(queue_shared_lock);
 
+	/* At most max_queues: past its size it would take the lock table's spare */
 	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
-	entry = hash_search(queue_shared_hash, &key, HASH_ENTER_NULL, &found);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	found = entry != NULL;
+	if (!found && hash_get_num_entries(queue_shared_hash) < queue_max_queues)
+		entry = hash_search(queue_shared_hash, &key, HASH_ENTER_NULL, &found);
 	if (entry != NULL && !found)
 	{
 		SpinLockInit(&entry->mutex);
@@ -206,6 +217,21 @@ bool
 QueueStateActive(void)
 {
 	return queue_shared_hash != NULL;
+}
+
+/* Has queue qno its entry?  (Looked up, not made: false past max_queues.) */
+bool
+QueueStateHas(int32 qno)
+{
+	QueueSharedKey key = entry_key(qno);
+	bool		has;
+
+	if (queue_shared_hash == NULL)
+		return false;
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	has = hash_search(queue_shared_hash, &key, HASH_FIND, NULL) != NULL;
+	LWLockRelease(queue_shared_lock);
+	return has;
 }
 
 /* True when (p1, r1) sorts before (p2, r2) in claim order. */
@@ -397,13 +423,10 @@ QueueCursorReset(int32 qno)
 void
 QueueStateForget(int32 qno)
 {
-	QueueSharedKey key;
+	QueueSharedKey key = entry_key(qno);
 
 	if (queue_shared_hash == NULL)
 		return;
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	key.qno = qno;
 	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
 	hash_search(queue_shared_hash, &key, HASH_REMOVE, NULL);
 	LWLockRelease(queue_shared_lock);

@@ -16,6 +16,7 @@ extern Size QueueStateShmemSize(void);
 extern void QueueStateRequestLocks(void);
 extern void QueueStateShmemInit(void);
 extern bool QueueStateActive(void);
+extern bool QueueStateHas(int32 qno);
 extern void QueueStateForget(int32 qno);
 extern void QueueStateForgetDatabase(Oid dboid);
 

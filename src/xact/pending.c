@@ -175,18 +175,23 @@ QueueXactPendingCounts(int32 qno, int64 *counts)
 	}
 }
 
-/* This transaction created the queue: it starts with no jobs. */
-void
+/*
+ * This transaction created the queue: it starts with no jobs.  Makes its
+ * shared state now; false if there is no room for it (queue.max_queues),
+ * or no shared memory at all.  An abort gives the entry back.
+ */
+bool
 QueueXactNewQueue(int32 qno)
 {
 	PendingQueue *p;
 	int64		counts[JS_NSTATES];
 
 	if (!QueueStateActive())
-		return;
+		return false;
 	p = pending_entry(qno);
 	p->zero_counts = true;
 	(void) QueueCountsGet(qno, counts, &p->zero_gen);
+	return QueueStateHas(qno);
 }
 
 /* This transaction changed job states in ways it did not count. */
@@ -313,10 +318,18 @@ QueueXactScanStart(int32 qno, int32 *prio, int64 *rank)
 	return true;
 }
 
-/* What an abort must do: make claimed jobs reachable again. */
+/*
+ * What an abort must do: make claimed jobs reachable again, and give back
+ * the shared state of a queue it created.
+ */
 static void
 apply_abort(PendingQueue *p)
 {
+	if (p->zero_counts)
+	{
+		QueueStateForget(p->qno);
+		return;
+	}
 	if (p->unskip)
 		QueueCursorUnskip(p->qno);
 	if (p->reset)

@@ -24,7 +24,7 @@ extern void QueueXactScheduled(int32 qno, TimestampTz run_at);
 extern void QueueXactLeased(int32 qno, TimestampTz until);
 extern void QueueXactCount(int32 qno, JobState from, JobState to, int64 n);
 extern void QueueXactRecount(int32 qno);
-extern void QueueXactNewQueue(int32 qno);
+extern bool QueueXactNewQueue(int32 qno);
 
 /* what it sees of that before it commits */
 extern void QueueXactPendingCounts(int32 qno, int64 *counts);

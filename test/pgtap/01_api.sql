@@ -287,12 +287,13 @@ SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid
 SELECT has_view('queue', 'stats', 'view queue.stats');
 SELECT columns_are('queue', 'stats',
     ARRAY['queue', 'ready', 'scheduled', 'running', 'dead', 'oldest_ready_age',
-          'completed_last_minute', 'failed_last_minute', 'waiting']);
+          'completed_last_minute', 'failed_last_minute', 'waiting', 'shared_state']);
 SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
                       FROM pg_attribute WHERE attrelid = 'queue.stats'::regclass AND attnum > 0 ORDER BY attname$$,
                   $$VALUES ('completed_last_minute', 'bigint'), ('dead', 'bigint'), ('failed_last_minute', 'bigint'),
                            ('oldest_ready_age', 'interval'), ('queue', 'text'), ('ready', 'bigint'),
-                           ('running', 'bigint'), ('scheduled', 'bigint'), ('waiting', 'bigint')$$,
+                           ('running', 'bigint'), ('scheduled', 'bigint'), ('shared_state', 'boolean'),
+                           ('waiting', 'bigint')$$,
                   'queue.stats column types');
 
 SELECT has_type('queue', 'claimed', 'type queue.claimed');
