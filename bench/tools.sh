@@ -1,7 +1,7 @@
 # bench/tools.sh: what the standalone tools (due_stream.sh, waiters.sh)
 # share: a cluster of their own with the benchmark's settings, and the CPU
 # time of its processes.  Sourced; the caller sets ROOT, DIR and PORT, and
-# PGBIN if not the default.
+# PGBIN if not the default (and EXTRA_CONF, a line of postgresql.conf).
 
 WANT_PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 source "$ROOT/test/lib.sh"
@@ -9,7 +9,7 @@ PGBIN=$WANT_PGBIN
 TMP=$(mktemp -d)
 trap 'queue_cluster_stop "$DIR"; rm -rf "$TMP"' EXIT
 queue_cluster_start "$DIR" "$PORT" "fsync = on" "shared_buffers = 1GB" "max_wal_size = 8GB" \
-	"checkpoint_timeout = 30min"
+	"checkpoint_timeout = 30min" ${EXTRA_CONF:+"$EXTRA_CONF"}
 export PGDATABASE=postgres
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 q -c "CREATE EXTENSION queue" >/dev/null
