@@ -6,7 +6,7 @@
 #   bash bench/many_queues.sh [COUNTS]          (default "0 10 1000")
 #
 # Starts its own cluster (BENCH_DIR/BENCH_PORT, default /tmp/queue_many and
-# 54423) with the benchmark's settings and queue.max_queues = 20000, makes
+# 54425) with the benchmark's settings and queue.max_queues = 20000, makes
 # one busy queue, then idle queues up to each count in turn (one per
 # transaction, each holding two jobs: one ready, one scheduled an hour
 # out, as in the issue), and at each count reports:
@@ -25,7 +25,7 @@ ENQ_SECONDS=${ENQ_SECONDS:-10}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 DIR=${BENCH_DIR:-/tmp/queue_many}
-PORT=${BENCH_PORT:-54423}
+PORT=${BENCH_PORT:-54425}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT="$HERE/results/$STAMP-many-queues"
 EXTRA_CONF="queue.max_queues = 20000"
