@@ -49,13 +49,10 @@ PG_FUNCTION_INFO_V1(queue_new_queue);
 Datum
 queue_new_queue(PG_FUNCTION_ARGS)
 {
-	bool		has;
-
 	QueueCheckWriter(PG_GETARG_INT32(0));
-	has = QueueXactNewQueue(PG_GETARG_INT32(0));
 	if (!QueueStateActive())
 		PG_RETURN_NULL();
-	PG_RETURN_BOOL(has);
+	PG_RETURN_BOOL(QueueXactNewQueue(PG_GETARG_INT32(0)));
 }
 
 /*
@@ -318,10 +315,11 @@ queue_held(PG_FUNCTION_ARGS)
 	static const JobCol cols[] = {JC_ID, JC_PAYLOAD, JC_ATTEMPT, JC_GROUP_KEY, JC_ENQUEUED_AT,
 	JC_LEASE_UNTIL, JC_PRIORITY, JC_RUN_AT, JC_DEDUP_KEY, JC_LAST_ERROR, JC_CLAIMED_AT};
 	ListCell   *lc;
-
 	int32		readable_qno = 0;	/* the last queue found readable */
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (QueueHeldJobs() == NIL)
+		return (Datum) 0;		/* (queue.stats asks once per queue) */
 	QueueSpiBegin();
 	foreach(lc, QueueHeldJobs())
 	{

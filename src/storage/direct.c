@@ -298,7 +298,7 @@ only_id_check(QueueDirectState *st, Relation rel)
 	if (constr == NULL || constr->num_check == 0)
 		return true;
 	check = &constr->check[0];
-	if (constr->num_check != 1 || st->archive || !check->ccvalid ||
+	if (constr->num_check != 1 || !check->ccvalid ||
 		strcmp(check->ccname, psprintf("%s$id", relname)) != 0)
 		return false;
 	expr = deparse_expression(stringToNode(check->ccbin),

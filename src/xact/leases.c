@@ -296,8 +296,14 @@ QueueLeaseClaimPublish(QueueLeaseClaim *lc)
 	{
 		/* the row lock keeps anyone else from leasing it meanwhile */
 		if (!LeaseMapAddJob(lc->batch.ids[i], a->lease, lc->batch.attempts[i], &lc->batch.tids[i]))
-			elog(ERROR, "job " INT64_FORMAT " of queue \"%s\" is under two batch leases",
-				 lc->batch.ids[i], lc->q->name);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("job " INT64_FORMAT " of queue \"%s\" is under another batch lease already",
+							lc->batch.ids[i], lc->q->name),
+					 errdetail("The leases kept in shared memory disagree with the queue's lease table, queue.l_%s.",
+							   lc->q->name),
+					 errhint("The claim was rolled back; try it again.  If it recurs, a restart reloads the leases from queue.l_%s.",
+							 lc->q->name)));
 		/* counted as it goes, so that an abort undoes exactly this much */
 		action_add_id(a, lc->batch.ids[i]);
 		a->reserved--;
