@@ -145,6 +145,22 @@ entry_key(int32 qno)
 	return key;
 }
 
+/* The entry of queue qno of this database, with the LWLock held shared; or NULL. */
+static QueueShared *
+queue_shared_find(int32 qno)
+{
+	QueueSharedKey key = entry_key(qno);
+	QueueShared *entry;
+
+	if (queue_shared_hash == NULL)
+		return NULL;
+	LWLockAcquire(queue_shared_lock, LW_SHARED);
+	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL)
+		LWLockRelease(queue_shared_lock);
+	return entry;
+}
+
 /*
  * Find (or make) the entry of a queue of the current database.  Returns
  * with the LWLock held shared, or NULL without it when there is no shared
@@ -154,17 +170,11 @@ static QueueShared *
 queue_shared_acquire(int32 qno)
 {
 	QueueSharedKey key = entry_key(qno);
-	QueueShared *entry;
+	QueueShared *entry = queue_shared_find(qno);
 	bool		found;
 
-	if (queue_shared_hash == NULL)
-		return NULL;
-
-	LWLockAcquire(queue_shared_lock, LW_SHARED);
-	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
-	if (entry != NULL)
+	if (entry != NULL || queue_shared_hash == NULL)
 		return entry;
-	LWLockRelease(queue_shared_lock);
 
 	/* At most max_queues: past its size it would take the lock table's spare */
 	LWLockAcquire(queue_shared_lock, LW_EXCLUSIVE);
@@ -196,15 +206,8 @@ queue_shared_acquire(int32 qno)
 		memset(entry->failed, 0, sizeof(entry->failed));
 	}
 	LWLockRelease(queue_shared_lock);
-	if (entry == NULL)
-		return NULL;
-
 	/* Look again: queue.drop may have removed it in between. */
-	LWLockAcquire(queue_shared_lock, LW_SHARED);
-	entry = hash_search(queue_shared_hash, &key, HASH_FIND, NULL);
-	if (entry == NULL)
-		LWLockRelease(queue_shared_lock);
-	return entry;
+	return entry == NULL ? NULL : queue_shared_find(qno);
 }
 
 static inline void
@@ -223,15 +226,10 @@ QueueStateActive(void)
 bool
 QueueStateHas(int32 qno)
 {
-	QueueSharedKey key = entry_key(qno);
-	bool		has;
-
-	if (queue_shared_hash == NULL)
+	if (queue_shared_find(qno) == NULL)
 		return false;
-	LWLockAcquire(queue_shared_lock, LW_SHARED);
-	has = hash_search(queue_shared_hash, &key, HASH_FIND, NULL) != NULL;
 	LWLockRelease(queue_shared_lock);
-	return has;
+	return true;
 }
 
 /* True when (p1, r1) sorts before (p2, r2) in claim order. */
@@ -605,7 +603,8 @@ QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
 bool
 QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	/* not made: the worker asks for queues it listed, maybe dropped since */
+	QueueShared *e = queue_shared_find(qno);
 	bool		known;
 
 	*gen = 0;
