@@ -178,7 +178,7 @@ DROP TABLE sec_victim;
 
 --
 -- A role without privileges on a queue is refused, with an error, not a
--- crash; it can still see the list of queues.
+-- crash, and sees no queue at all.
 --
 SET client_min_messages = warning;
 DROP ROLE IF EXISTS regress_queue_nobody;
@@ -194,7 +194,7 @@ SELECT queue.create('sec_intruder');
 SELECT queue.drop('sec_q');
 SELECT count(*) FROM queue.jobs;
 SELECT count(*) FROM queue.archive;
--- queue.stats gives it the counts (and nothing else) of every queue
+-- nor in queue.stats
 SELECT queue, ready, scheduled, running, dead, waiting FROM queue.stats
  WHERE queue LIKE 'sec\_%' ORDER BY queue;
 CREATE TABLE queue.sec_intruder (x int);
@@ -203,9 +203,9 @@ RESET ROLE;
 SELECT count(*) AS intruder_jobs FROM queue.jobs WHERE payload ? 'n' AND payload->>'n' = 'intruder';
 SELECT queue, paused FROM queue.queues WHERE queue LIKE 'sec\_%' ORDER BY queue;
 SELECT count(*) FROM queue.queues WHERE queue = 'sec_intruder';
--- with privileges on a queue's tables, the role can use that queue
-GRANT USAGE ON SEQUENCE queue."q_sec_a_b$seq" TO regress_queue_nobody;
-GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_sec_a_b, queue.a_sec_a_b TO regress_queue_nobody;
+-- granted the queue's privileges, the role can use that queue, with no
+-- privilege on its tables
+SELECT queue.grant('sec_a_b', 'regress_queue_nobody', 'all');
 SET ROLE regress_queue_nobody;
 SELECT queue.enqueue('sec_a_b', '{"n": "granted"}') AS granted \gset
 SELECT payload FROM queue.claim('sec_a_b');
@@ -214,8 +214,7 @@ SELECT queue.complete(:granted);
 SELECT queue.enqueue('sec_q', '{"n": "intruder"}');
 RESET ROLE;
 SELECT state, payload FROM queue.archive WHERE queue = 'sec_a_b' ORDER BY id;
-REVOKE ALL ON queue.q_sec_a_b, queue.a_sec_a_b FROM regress_queue_nobody;
-REVOKE ALL ON SEQUENCE queue."q_sec_a_b$seq" FROM regress_queue_nobody;
+SELECT queue.revoke('sec_a_b', 'regress_queue_nobody', 'all');
 DROP ROLE regress_queue_nobody;
 
 --
@@ -225,8 +224,7 @@ DROP ROLE regress_queue_nobody;
 --
 CREATE ROLE regress_queue_owner;
 SELECT queue.create('sec_owned', lease => '1 hour');
-ALTER TABLE queue.q_sec_owned OWNER TO regress_queue_owner;
-ALTER SEQUENCE queue."q_sec_owned$seq" OWNER TO regress_queue_owner;
+SELECT queue.set_owner('sec_owned', 'regress_queue_owner');
 SELECT queue.enqueue('sec_owned', '{"n": "owned"}') AS owned \gset
 SELECT id = :owned AS claimed FROM queue.claim('sec_owned');
 SET ROLE regress_queue_owner;
@@ -270,7 +268,8 @@ CREATE ROLE regress_queue_nobody;
 SELECT qno AS sec_qno FROM queue.queue_config WHERE name = 'sec_q' \gset
 SET ROLE regress_queue_nobody;
 SELECT queue._count(:sec_qno, 'ready', 'dead', 1000);
-SELECT queue._set_counts(:sec_qno, 0, 5, 6, 7, 8, 9);
+SELECT * FROM queue._table_stats(:sec_qno, true, 0);
+SELECT * FROM queue._counts(:sec_qno);
 SELECT queue._reset_cursor(:sec_qno, true);
 SELECT queue._unskip_cursor(:sec_qno);
 SELECT queue._new_queue(:sec_qno);
@@ -307,14 +306,13 @@ SELECT queue._set_archive_seg(:sec_qno, 0, '{}') FROM queue.queue_config WHERE q
 SELECT archive_seg FROM queue.queue_config WHERE qno = :sec_qno;
 
 --
--- A consumer that may not INSERT into the queue's table claims in a
--- transaction too: its jobs are marked running at once, not held to be
--- written back (inserted) at commit.
+-- A consumer with the consume privilege (and none on the tables) claims
+-- in a transaction: its jobs are held and written back at commit, as the
+-- queue's owner.
 --
 CREATE ROLE regress_queue_consumer;
 SELECT queue.create('sec_cons');
-GRANT SELECT, UPDATE, DELETE ON queue.q_sec_cons TO regress_queue_consumer;
-GRANT INSERT ON queue.a_sec_cons TO regress_queue_consumer;
+SELECT queue.grant('sec_cons', 'regress_queue_consumer', 'consume');
 SELECT count(queue.enqueue('sec_cons', jsonb_build_object('n', i))) FROM generate_series(1, 2) i;
 SET ROLE regress_queue_consumer;
 BEGIN;
@@ -331,7 +329,7 @@ SELECT payload->>'n' AS n, state FROM queue.archive WHERE queue = 'sec_cons';
 CREATE FUNCTION public.sec_take_one() RETURNS bigint LANGUAGE sql SECURITY DEFINER
     SET search_path = pg_catalog AS $$ SELECT id FROM queue.claim('sec_cons') $$;
 GRANT EXECUTE ON FUNCTION public.sec_take_one() TO regress_queue_consumer;
-REVOKE ALL ON queue.q_sec_cons FROM regress_queue_consumer;
+SELECT queue.revoke('sec_cons', 'regress_queue_consumer', 'consume');
 SELECT count(queue.enqueue('sec_cons', '{"n": 3}'));
 SET ROLE regress_queue_consumer;
 BEGIN;

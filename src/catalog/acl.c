@@ -1,8 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * acl.c
- *	  Who may do what to a queue: privileges on queue.queue_config and on
- *	  the queue's tables.
+ *	  Who may do what to a queue: the privileges queue.grant() gives on a
+ *	  queue, and, for the internal functions, privileges on queue.queue_config
+ *	  and on the queue's tables.
+ *
+ * A role may use a queue through the API if it is a superuser, has the
+ * privileges of the queue's owner (the owner of its tables), or has the
+ * privileges of a role granted the privilege on the queue.  Role
+ * membership counts as everywhere in PostgreSQL (has_privs_of_role: a
+ * member that inherits, or one that SET ROLE to the role).  The API then
+ * works on the tables as their owner (QueueOpen, catalog/spi.c), so roles
+ * need, and should have, no rights on the tables themselves.
  *
  * The internal SQL functions that change a queue's shared state, take its
  * locks or read its bookkeeping are executable by everyone, since the SQL
@@ -16,18 +25,171 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "base/errors.h"
 #include "catalog/acl.h"
 #include "catalog/spi.h"
 
+static const char *const privilege_names[] = {"produce", "consume", "read", "manage"};
+
+/* The privilege bit of name ("all": every bit), or 0 if there is none. */
+int
+QueuePrivilegeFromName(const char *name)
+{
+	if (strcmp(name, "all") == 0)
+		return QUEUE_ALL;
+	for (int i = 0; i < (int) lengthof(privilege_names); i++)
+		if (strcmp(name, privilege_names[i]) == 0)
+			return 1 << i;
+	return 0;
+}
+
+/* The name of one privilege bit. */
+const char *
+QueuePrivilegeName(int priv)
+{
+	for (int i = 0; i < (int) lengthof(privilege_names); i++)
+		if (priv == (1 << i))
+			return privilege_names[i];
+	return "all";
+}
+
+/* The owner of queue q's tables; InvalidOid if its table is gone. */
+Oid
+QueueOwner(QueueInfo *q)
+{
+	Oid			relid = QueueTableRelid(q);
+	Oid			owner = InvalidOid;
+	HeapTuple	tup;
+
+	if (!OidIsValid(relid))
+		return InvalidOid;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (HeapTupleIsValid(tup))
+	{
+		owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+		ReleaseSysCache(tup);
+	}
+	return owner;
+}
+
+/* Has role any of the privileges privs on queue q (whose owner is owner)? */
+static bool
+role_may(QueueInfo *q, Oid owner, Oid role, int privs)
+{
+	if (superuser_arg(role) || (OidIsValid(owner) && has_privs_of_role(role, owner)))
+		return true;
+	for (int i = 0; i < q->ngrants; i++)
+		if ((q->grants[i].privs & privs) != 0 && has_privs_of_role(role, q->grants[i].role))
+			return true;
+	return false;
+}
+
+/* Has role any of the privileges privs on queue q? */
+bool
+QueueMay(QueueInfo *q, Oid role, int privs)
+{
+	return role_may(q, QueueOwner(q), role, privs);
+}
+
+/* Is role q's owner (or a superuser), who may grant, drop and hand it on? */
+bool
+QueueOwns(QueueInfo *q, Oid role)
+{
+	Oid			owner = QueueOwner(q);
+
+	return superuser_arg(role) || (OidIsValid(owner) && has_privs_of_role(role, owner));
+}
+
+/*
+ * The scope's caller may use queue q with privilege priv (or it is an
+ * error): the rest of the scope then runs as the queue's owner.  Must be
+ * called inside QueueSpiBegin.  For a queue named by a job's id (id not
+ * 0), the error names the job, not the queue: a role that may not use
+ * the queue must not learn its name.
+ */
+void
+QueueOpen(QueueInfo *q, int priv, int64 id)
+{
+	Oid			caller = QueueSpiCaller();
+	Oid			owner;
+
+	/* installed at 0.3 or before: table privileges decide, as they did */
+	if (q->legacy_acl)
+		return;
+	owner = QueueOwner(q);
+	if (!role_may(q, owner, caller, priv))
+	{
+		const char *role = GetUserNameFromId(caller, false);
+
+		if (id != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for job " INT64_FORMAT, id),
+					 errdetail("Role \"%s\" lacks the %s privilege on the job's queue.",
+							   role, QueuePrivilegeName(priv)),
+					 errhint("The queue's owner can give it with queue.grant(queue, '%s', '%s').",
+							 role, QueuePrivilegeName(priv))));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue \"%s\"", q->name),
+				 errdetail("Role \"%s\" lacks the %s privilege on it.", role, QueuePrivilegeName(priv)),
+				 errhint("The queue's owner can give it with queue.grant('%s', '%s', '%s').",
+						 q->name, role, QueuePrivilegeName(priv))));
+	}
+	if (OidIsValid(owner))
+		QueueSpiRunAs(owner);
+}
+
+/*
+ * An error unless the user may read queue qno (what the internal functions
+ * behind queue.stats need).  Installed at 0.3 or before, anyone may, as
+ * then.
+ */
+void
+QueueCheckReader(int32 qno)
+{
+	QueueInfo  *q;
+
+	QueueSpiBegin();
+	q = QueueLookupByQno(qno, false);
+	if (!q->legacy_acl && !QueueMay(q, GetUserId(), QUEUE_READ))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue number %d", qno),
+				 errdetail("Role \"%s\" lacks the read privilege on it.", GetUserNameFromId(GetUserId(), false)),
+				 errhint("Read queue.stats, which shows the queues the role may read.")));
+	QueueSpiEnd();
+}
+
+/*
+ * An error unless the user may change queue q's settings (queue.alter
+ * runs as the queue's owner; before 0.4 it needed UPDATE on queue_config).
+ */
+void
+QueueCheckAlterer(QueueInfo *q)
+{
+	if (q->legacy_acl)
+		QueueCheckConfigPrivilege(ACL_UPDATE);
+	else if (!QueueOwns(q, GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of queue \"%s\"", q->name),
+				 errhint("Use queue.alter(), with the manage privilege.")));
+}
+
 /* An error unless the user has privilege mode on queue.queue_config. */
 void
 QueueCheckConfigPrivilege(AclMode mode)
 {
-	if (pg_class_aclcheck(QueueConfigRelid(), GetUserId(), mode) != ACLCHECK_OK)
+	Oid			relid = QueueConfigRelid();
+
+	if (pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "queue_config");
 }
 
@@ -98,16 +260,4 @@ QueueTablePrivilege(QueueInfo *q, AclMode mode)
 	Oid			relid = QueueTableRelid(q);
 
 	return !OidIsValid(relid) || pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
-}
-
-/*
- * A claim of a paused queue reads no table, so nothing else would refuse
- * a role that may not claim from it: it would get "nothing to do" (or
- * sleep in claim(wait =>)) where it should get an error.
- */
-void
-QueueCheckMayClaim(QueueInfo *q)
-{
-	if (!QueueTablePrivilege(q, ACL_SELECT) || !QueueTablePrivilege(q, ACL_UPDATE | ACL_DELETE))
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, psprintf("q_%s", q->name));
 }

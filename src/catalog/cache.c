@@ -21,6 +21,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -29,6 +30,7 @@
 
 #include "base/errors.h"
 #include "base/jobid.h"
+#include "base/role.h"
 #include "catalog/cache.h"
 #include "catalog/spi.h"
 
@@ -87,6 +89,8 @@ QueueCacheAtEOXact(void)
 					SPI_freeplan(q->plans[i]);
 			if (release_hook != NULL)
 				release_hook(q);
+			if (q->grants != NULL)
+				pfree(q->grants);
 		}
 		hash_destroy(cache);
 	}
@@ -142,6 +146,15 @@ QueueCacheForget(void)
 	queue_cache_stale = true;
 }
 
+/* Is the extension installed in this database? */
+bool
+QueueExtensionPresent(void)
+{
+	Oid			nsp = get_namespace_oid("queue", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("queue_config", nsp));
+}
+
 /* queue.queue_config, or an error if the extension is not installed. */
 Oid
 QueueConfigRelid(void)
@@ -169,6 +182,71 @@ cache_refresh(void)
 	{
 		queue_config_relid = QueueConfigRelid();
 		queue_cache_reset();
+	}
+}
+
+/*
+ * Run plan (reading the extension's tables) as their owner: they have row
+ * security, and the roles we work for see only some rows or none.
+ */
+static int
+execute_as_config_owner(SPIPlanPtr plan, Datum *args)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			ret;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(QueueRelOwner(queue_config_relid, "queue_config"),
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	ret = QueueExecuteLatest(plan, args, true, 0);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	return ret;
+}
+
+static void
+check_catalog_read(int ret, const char *table)
+{
+	if (ret != SPI_OK_SELECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read queue.%s", table),
+				 errdetail("The statement returned %s.", SPI_result_code_string(ret)),
+				 errhint("A rule on queue.%s rewrote the statement; drop it.", table)));
+}
+
+/*
+ * The roles given privileges on queue q (catalog/acl.c).  Without
+ * queue.queue_grants (the extension's SQL is of 0.3 or before, until
+ * ALTER EXTENSION queue UPDATE), privileges on the tables decide.
+ */
+static void
+load_grants(QueueInfo *q)
+{
+	Oid			grants = get_relname_relid("queue_grants", get_rel_namespace(queue_config_relid));
+	Oid			argtype = INT4OID;
+	Datum		arg = Int32GetDatum(q->qno);
+	SPIPlanPtr	plan;
+	int			ret;
+
+	q->legacy_acl = !OidIsValid(grants);
+	if (q->legacy_acl)
+		return;
+	plan = SPI_prepare("SELECT grantee::oid, bit_or(CASE privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2"
+					   " WHEN 'read' THEN 4 WHEN 'manage' THEN 8 END)"
+					   " FROM queue.queue_grants WHERE qno = $1 GROUP BY grantee", 1, &argtype);
+	ret = plan == NULL ? SPI_result : execute_as_config_owner(plan, &arg);
+	if (plan != NULL)
+		SPI_freeplan(plan);
+	check_catalog_read(ret, "queue_grants");
+	q->ngrants = (int) SPI_processed;
+	q->grants = MemoryContextAlloc(TopMemoryContext, sizeof(QueueGrant) * Max(q->ngrants, 1));
+	for (int i = 0; i < q->ngrants; i++)
+	{
+		bool		isnull;
+
+		q->grants[i].role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		q->grants[i].privs = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 }
 
@@ -221,15 +299,10 @@ load_queue(const char *name, int32 qno)
 		ret = SPI_result;
 	else
 	{
-		ret = QueueExecuteLatest(plan, &arg, true, 1);
+		ret = execute_as_config_owner(plan, &arg);
 		SPI_freeplan(plan);
 	}
-	if (ret != SPI_OK_SELECT)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not read queue.queue_config"),
-				 errdetail("The statement returned %s.", SPI_result_code_string(ret)),
-				 errhint("A rule on queue.queue_config rewrote the statement; drop it.")));
+	check_catalog_read(ret, "queue_config");
 	if (SPI_processed == 0)
 		return NULL;
 
@@ -251,6 +324,7 @@ load_queue(const char *name, int32 qno)
 		q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
 		q->seqid = InvalidOid;
+		load_grants(q);
 	}
 	/* (also when found: an error between the two entries may have left it out) */
 	ne = hash_search(queue_by_name, q->name, HASH_ENTER, NULL);
@@ -258,15 +332,23 @@ load_queue(const char *name, int32 qno)
 	return q;
 }
 
-static void
-check_queue_name(const char *name, int len)
+/* Is name a valid queue name (1 to 48 of a-z, 0-9 and _, a letter first)? */
+bool
+QueueNameValid(const char *name)
 {
+	int			len = strlen(name);
 	bool		ok = len >= 1 && len <= 48 && name[0] >= 'a' && name[0] <= 'z';
 
 	for (int i = 0; ok && i < len; i++)
 		ok = (name[i] >= 'a' && name[i] <= 'z') ||
 			(name[i] >= '0' && name[i] <= '9') || name[i] == '_';
-	if (!ok)
+	return ok;
+}
+
+static void
+check_queue_name(const char *name)
+{
+	if (!QueueNameValid(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_NAME),
 				 errmsg("invalid queue name \"%s\"", name),
@@ -274,30 +356,40 @@ check_queue_name(const char *name, int len)
 				 errhint("Choose a name such as 'emails' or 'sms_bulk'.")));
 }
 
-/* Must be called inside QueueSpiBegin. */
+/* The queue named name, or NULL.  Must be called inside QueueSpiBegin. */
 QueueInfo *
-QueueLookupByName(text *name)
+QueueLookupByNameIfExists(text *name)
 {
 	char	   *str;
 	QueueNameEntry *ne;
-	QueueInfo  *q;
 
 	QueueCheckNotNull(name == NULL, "queue name", "Pass the name of a queue, for example 'emails'.");
 	str = text_to_cstring(name);
-	check_queue_name(str, strlen(str));
+	check_queue_name(str);
 
 	cache_refresh();
 
 	ne = hash_search(queue_by_name, str, HASH_FIND, NULL);
 	if (ne != NULL)
 		return ne->q;
+	return load_queue(str, 0);
+}
 
-	q = load_queue(str, 0);
+/* Must be called inside QueueSpiBegin. */
+QueueInfo *
+QueueLookupByName(text *name)
+{
+	QueueInfo  *q = QueueLookupByNameIfExists(name);
+
 	if (q == NULL)
+	{
+		char	   *str = text_to_cstring(name);
+
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("queue \"%s\" does not exist", str),
 				 errhint("Create it with queue.create('%s'), or list queues with SELECT * FROM queue.queues.", str)));
+	}
 	return q;
 }
 

@@ -15,6 +15,13 @@
 
 struct QueueDirectState;
 
+/* A role given privileges on a queue (queue.queue_grants) */
+typedef struct QueueGrant
+{
+	Oid			role;
+	int			privs;			/* QUEUE_PRODUCE ... of catalog/acl.h */
+} QueueGrant;
+
 /* A queue's row of queue.queue_config, and what this backend keeps for it. */
 typedef struct QueueInfo
 {
@@ -30,6 +37,9 @@ typedef struct QueueInfo
 	bool		keep_archive;	/* retention > 0 */
 	int16		archive_seg;	/* the archive segment finished jobs go to */
 	bool		paused;
+	bool		legacy_acl;		/* no queue.queue_grants (before 0.4) */
+	int			ngrants;
+	QueueGrant *grants;			/* in TopMemoryContext */
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS]; /* catalog/plans.c, made on first use */
 	struct QueueDirectState *direct;	/* storage/direct.c, made on first use */
 	struct QueueDirectState *archive_direct;	/* the same for the archive */
@@ -41,8 +51,11 @@ extern void QueueCacheInit(QueueReleaseHook release);
 extern void QueueCacheAtEOXact(void);
 extern bool QueueCacheStale(void);
 extern void QueueCacheForget(void);
+extern bool QueueExtensionPresent(void);
 extern Oid	QueueConfigRelid(void);
+extern bool QueueNameValid(const char *name);
 
+extern QueueInfo *QueueLookupByNameIfExists(text *name);
 extern QueueInfo *QueueLookupByName(text *name);
 extern QueueInfo *QueueLookupById(int64 id, bool missing_ok);
 extern QueueInfo *QueueLookupByQno(int32 qno, bool missing_ok);

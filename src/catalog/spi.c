@@ -2,28 +2,51 @@
  *
  * spi.c
  *	  The scope every statement of ours runs in: SPI with search_path
- *	  pinned, and generic plans without sequential scans.
+ *	  pinned, the role the work runs as, and generic plans without
+ *	  sequential scans.
  *
  * All SPI work runs with search_path pinned to pg_catalog (and no pg_temp),
  * so neither a caller's search_path nor objects it created can change what
  * our statements mean, and saved plans are never replanned for a change of
  * search_path.
  *
+ * A scope remembers who called it.  Once the caller has been found to
+ * have a privilege on a queue (catalog/acl.c), the rest of the scope runs
+ * as the owner of the queue's tables (QueueSpiRunAs), the way a SECURITY
+ * DEFINER function runs as its owner: roles need no rights on the tables
+ * themselves.  The scope's end gives the caller its identity back, and an
+ * error gives it back through the (sub)transaction's abort.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "catalog/spi.h"
 
+/* An open QueueSpiBegin scope. */
+typedef struct SpiScope
+{
+	int			xact_nest;		/* the (sub)transaction it was opened in */
+	Oid			caller;			/* the user when it was opened */
+	int			caller_sec;
+	bool		switched;		/* runs as another role (QueueSpiRunAs) */
+	int			guc_nest;		/* settings to undo at its end, or -1 */
+} SpiScope;
+
 static OverrideSearchPath *pinned_path = NULL;
+static SpiScope *scopes = NULL;
 static int	spi_depth = 0;		/* QueueSpiBegin scopes open */
+static int	scopes_size = 0;
 static planner_hook_type prev_planner_hook = NULL;
 
 static PlannedStmt *queue_planner(Query *parse, const char *query_string,
@@ -50,6 +73,17 @@ QueueSpiBegin(void)
 		pinned_path->addCatalog = true;
 		pinned_path->addTemp = false;
 	}
+	if (spi_depth == scopes_size)
+	{
+		scopes_size = Max(8, scopes_size * 2);
+		scopes = scopes == NULL ?
+			MemoryContextAlloc(TopMemoryContext, scopes_size * sizeof(SpiScope)) :
+			repalloc(scopes, scopes_size * sizeof(SpiScope));
+	}
+	scopes[spi_depth].xact_nest = GetCurrentTransactionNestLevel();
+	GetUserIdAndSecContext(&scopes[spi_depth].caller, &scopes[spi_depth].caller_sec);
+	scopes[spi_depth].switched = false;
+	scopes[spi_depth].guc_nest = -1;
 	SPI_connect();
 	PushOverrideSearchPath(pinned_path);
 	spi_depth++;
@@ -58,10 +92,59 @@ QueueSpiBegin(void)
 void
 QueueSpiEnd(void)
 {
+	SpiScope   *s;
+
+	Assert(spi_depth > 0);
+	s = &scopes[--spi_depth];
+	if (s->guc_nest >= 0)
+		AtEOXact_GUC(false, s->guc_nest);
+	if (s->switched)
+		SetUserIdAndSecContext(s->caller, s->caller_sec);
 	PopOverrideSearchPath();
 	SPI_finish();
+}
+
+/* The role that opened the innermost scope: whose privileges count. */
+Oid
+QueueSpiCaller(void)
+{
 	Assert(spi_depth > 0);
-	spi_depth--;
+	return scopes[spi_depth - 1].caller;
+}
+
+/*
+ * Run the rest of the innermost scope as role.  A restricted operation,
+ * as maintenance commands run a table owner's code: what the role's code
+ * (a trigger on its table) does cannot reach the caller's session.  For a
+ * role other than a superuser, settings changed meanwhile are undone at
+ * the scope's end too; a superuser's code is trusted, and the hot path
+ * pays nothing for it.
+ */
+void
+QueueSpiRunAs(Oid role)
+{
+	SpiScope   *s;
+
+	Assert(spi_depth > 0);
+	s = &scopes[spi_depth - 1];
+	if (role == GetUserId())
+		return;
+	SetUserIdAndSecContext(role, s->caller_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	s->switched = true;
+	if (s->guc_nest < 0 && !superuser_arg(role))
+		s->guc_nest = NewGUCNestLevel();
+}
+
+/*
+ * A subtransaction was aborted: the scopes it opened are gone (its abort
+ * gave back the user, the settings and the search_path).
+ */
+void
+QueueSpiAtSubAbort(int nest)
+{
+	while (spi_depth > 0 && scopes[spi_depth - 1].xact_nest >= nest)
+		spi_depth--;
 }
 
 /* The transaction ended: scopes an error left open are closed. */

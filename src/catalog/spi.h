@@ -13,6 +13,9 @@
 extern void QueueSpiInit(void);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
+extern Oid	QueueSpiCaller(void);
+extern void QueueSpiRunAs(Oid role);
+extern void QueueSpiAtSubAbort(int nest);
 extern void QueueSpiAtEOXact(void);
 extern int	QueueExecuteLatest(SPIPlanPtr plan, Datum *args, bool read_only, long count);
 extern int	QueueExecuteSqlLatest(const char *sql, Datum *arg, bool read_only, long count);

@@ -424,10 +424,7 @@ claim_look(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	bool		in_block = IsTransactionBlock() && QueueStateActive();
 
 	if (q->paused)
-	{
-		QueueCheckMayClaim(q);
 		return;
-	}
 	claim_once(q, lease, max_jobs, rsinfo, span, !in_block);
 	if (in_block && span->count == 0 && q->max_running == 0)
 	{
@@ -503,6 +500,7 @@ queue_claim(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
+	QueueOpen(q, QUEUE_CONSUME, 0);
 	QueueSyncClaimStart();
 	if (wait_ms > 0)
 	{

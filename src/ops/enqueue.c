@@ -24,6 +24,7 @@
 #include "base/errors.h"
 #include "base/jobid.h"
 #include "base/settings.h"
+#include "catalog/acl.h"
 #include "catalog/plans.h"
 #include "catalog/spi.h"
 #include "ops/groups.h"
@@ -215,6 +216,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
+	QueueOpen(q, QUEUE_PRODUCE, 0);
 	state = first_state(q, scheduled, group_key);
 	seq = QueueNextSeq(q);
 	id = JobIdMake(seq, q->qno);
@@ -316,6 +318,7 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 
 	QueueSpiBegin();
 	q = QueueLookupByName(qname);
+	QueueOpen(q, QUEUE_PRODUCE, 0);
 	if (n == 0)
 	{
 		QueueSpiEnd();

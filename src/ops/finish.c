@@ -27,6 +27,7 @@
 #include "base/errors.h"
 #include "base/job.h"
 #include "base/jobid.h"
+#include "catalog/acl.h"
 #include "catalog/plans.h"
 #include "catalog/spi.h"
 #include "ops/groups.h"
@@ -297,6 +298,21 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 	return done + nheld;
 }
 
+/*
+ * The queue of job id, which the caller may consume from, or NULL if
+ * there is none (and missing_ok).  Must be called inside QueueSpiBegin; the
+ * rest of the scope runs as the queue's owner.
+ */
+static QueueInfo *
+open_job_queue(int64 id, bool missing_ok)
+{
+	QueueInfo  *q = QueueLookupById(id, missing_ok);
+
+	if (q != NULL)
+		QueueOpen(q, QUEUE_CONSUME, id);
+	return q;
+}
+
 PG_FUNCTION_INFO_V1(queue_complete);
 Datum
 queue_complete(PG_FUNCTION_ARGS)
@@ -308,7 +324,7 @@ queue_complete(PG_FUNCTION_ARGS)
 	bool		done;
 
 	QueueSpiBegin();
-	q = QueueLookupById(id, has_token);
+	q = open_job_queue(id, has_token);
 	done = q != NULL && complete_ids(q, &idd, 1, PG_GETARG_DATUM(1), has_token) == 1;
 	if (!done && !has_token)
 		report_not_running(q, id, "completed");
@@ -377,6 +393,8 @@ queue_complete_many(PG_FUNCTION_ARGS)
 		while (end < n && cmp_qno(&ids[start], &ids[end]) == 0)
 			end++;
 		q = QueueLookupById(DatumGetInt64(ids[start]), true);
+		if (q != NULL)
+			QueueOpen(q, QUEUE_CONSUME, DatumGetInt64(ids[start]));
 		if (q != NULL)
 			total += complete_ids(q, &ids[start], end - start, (Datum) 0, false);
 		start = end;
@@ -490,7 +508,7 @@ queue_fail(PG_FUNCTION_ARGS)
 		check_positive("retry_in", retry_in, true);
 
 	QueueSpiBegin();
-	q = QueueLookupById(id, has_token);
+	q = open_job_queue(id, has_token);
 	if (q != NULL)
 	{
 		QueueHeldWriteBack(q, id);
@@ -532,7 +550,7 @@ queue_extend(PG_FUNCTION_ARGS)
 	check_positive("lease", PG_GETARG_INTERVAL_P(1), false);
 
 	QueueSpiBegin();
-	q = QueueLookupById(id, has_token);
+	q = open_job_queue(id, has_token);
 	if (q != NULL)
 	{
 		Datum		args[3];
@@ -582,7 +600,7 @@ queue_release(PG_FUNCTION_ARGS)
 				 errhint("Leave it out to make the job ready at once.")));
 
 	QueueSpiBegin();
-	q = QueueLookupById(id, has_token);
+	q = open_job_queue(id, has_token);
 	if (q != NULL)
 	{
 		QueueHeldWriteBack(q, id);

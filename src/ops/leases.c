@@ -226,7 +226,7 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = QueueCheckTablePrivilege(qno, false, ACL_UPDATE);
 	/* what queue.alter needs: a consumer may not end the leases of others */
-	QueueCheckConfigPrivilege(ACL_UPDATE);
+	QueueCheckAlterer(q);
 	relid = QueueLeaseTableRelid(q);
 	if (!OidIsValid(relid))
 	{

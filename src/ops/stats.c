@@ -12,6 +12,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/resowner.h"
@@ -63,6 +64,7 @@ PG_FUNCTION_INFO_V1(queue_shared_state);
 Datum
 queue_shared_state(PG_FUNCTION_ARGS)
 {
+	QueueCheckReader(PG_GETARG_INT32(0));
 	if (!QueueStateActive())
 		PG_RETURN_NULL();
 	PG_RETURN_BOOL(QueueStateHas(PG_GETARG_INT32(0)));
@@ -110,6 +112,7 @@ queue_counts(PG_FUNCTION_ARGS)
 	uint64		gen;
 	bool		valid;
 
+	QueueCheckReader(PG_GETARG_INT32(0));
 	valid = QueueCountsGet(PG_GETARG_INT32(0), counts, &gen);
 	/* what this transaction changed shows to it, as its rows would */
 	if (valid)
@@ -193,14 +196,38 @@ read_unlocked(QueueInfo *q, Oid owner, const char *sql, Datum *values, bool *nul
 }
 
 /*
- * queue._table_stats(qno, with_counts): the age of the queue's oldest ready
- * job and, with with_counts, its jobs counted by state, read from its
- * table as the table's owner.  queue.stats runs with the extension
- * owner's rights, and a table's owner can make reading the table run code
- * of theirs (on PostgreSQL 15 a rule can turn an empty table into a view),
- * which must not run with those rights.  Like VACUUM and ANALYZE running
- * index expressions, the read runs as the owner, as a restricted operation
- * with a safe search_path.  NULLs for a queue that does not exist.
+ * Store the counts just read (values) in shared memory, unless changes
+ * were applied since generation gen was read or the count's snapshot may
+ * predate it.
+ */
+static void
+store_counts(int32 qno, uint64 gen, const Datum *values, const bool *nulls)
+{
+	int64		counts[JS_NSTATES];
+
+	if (IsolationUsesXactSnapshot())
+		return;
+	for (int i = 0; i < JS_NSTATES; i++)
+	{
+		if (nulls[i])
+			return;
+		counts[i] = DatumGetInt64(values[i]);
+	}
+	QueueCountsSet(qno, gen, counts);
+}
+
+/*
+ * queue._table_stats(qno, with_counts, gen): the age of the queue's oldest
+ * ready job and, with with_counts, its jobs counted by state, read from
+ * its table as the table's owner; given gen (of queue._counts), the
+ * counts are kept in shared memory.  For a role that may read the queue:
+ * it reads the table as its owner, and a table's owner can make reading
+ * the table run code of theirs (on PostgreSQL 15 a rule can turn an empty
+ * table into a view), which must not run with the reader's rights.  Like
+ * VACUUM and ANALYZE running index expressions, the read runs as the
+ * owner, as a restricted operation with a safe search_path.  NULLs for a
+ * queue whose table is gone.  (Before 0.4 there was no gen, and
+ * queue._set_counts stored the counts.)
  */
 PG_FUNCTION_INFO_V1(queue_table_stats);
 Datum
@@ -218,6 +245,7 @@ queue_table_stats(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i <= JS_NSTATES; i++)
 		nulls[i] = true;
+	QueueCheckReader(PG_GETARG_INT32(0));
 	QueueSpiBegin();
 	q = QueueLookupByQno(PG_GETARG_INT32(0), true);
 	if (q != NULL)
@@ -270,6 +298,8 @@ queue_table_stats(PG_FUNCTION_ARGS)
 						 " WHERE p.priority IS NOT NULL)", t);
 
 		read_unlocked(q, QueueRelOwner(relid, q->name), sql.data, values, nulls, outer);
+		if (with_counts && PG_NARGS() > 2 && !PG_ARGISNULL(2))
+			store_counts(q->qno, (uint64) PG_GETARG_INT64(2), values, nulls);
 	}
 	old = MemoryContextSwitchTo(outer);
 	result = heap_form_tuple(tupdesc, values, nulls);
@@ -289,6 +319,7 @@ queue_recent_counts(PG_FUNCTION_ARGS)
 	int64		completed;
 	int64		failed;
 
+	QueueCheckReader(PG_GETARG_INT32(0));
 	if (QueueRecentCounts(PG_GETARG_INT32(0), &completed, &failed))
 	{
 		values[0] = Int64GetDatum(completed);
@@ -303,9 +334,10 @@ queue_recent_counts(PG_FUNCTION_ARGS)
 /*
  * queue._held(): the jobs this transaction holds (xact/held.c), so that
  * queue.jobs and queue.stats show them as running to the transaction that
- * claimed them.  Only those of queues whose table the user may read: a
- * SECURITY DEFINER function may have claimed the others for the
- * transaction, and its caller must not see what it may not read.
+ * claimed them.  Only those of queues the user may read or consume from
+ * (before 0.4: whose table it may read): a SECURITY DEFINER function may
+ * have claimed the others for the transaction, and its caller must not
+ * see what it may not read.
  */
 PG_FUNCTION_INFO_V1(queue_held);
 Datum
@@ -334,7 +366,9 @@ queue_held(PG_FUNCTION_ARGS)
 		{
 			QueueInfo  *q = QueueLookupByQno(qno, true);
 
-			if (q == NULL || !OidIsValid(QueueTableRelid(q)) || !QueueTablePrivilege(q, ACL_SELECT))
+			if (q == NULL || !OidIsValid(QueueTableRelid(q)) ||
+				!(q->legacy_acl ? QueueTablePrivilege(q, ACL_SELECT) :
+				  QueueMay(q, GetUserId(), QUEUE_READ | QUEUE_CONSUME)))
 				continue;
 			readable_qno = qno;
 		}

@@ -30,10 +30,10 @@
 #include "xact/xact.h"
 
 /*
- * queue._config_changed(), the statement trigger on queue_config: make
- * every backend reread queue_config after this transaction commits.  The
- * relcache message is transactional, which is exactly when the new
- * configuration becomes visible.  Only a change to queue_config sends it.
+ * queue._config_changed(), the statement trigger on queue_config and
+ * queue_grants: make every backend reread them after this transaction
+ * commits.  The relcache message is transactional, which is exactly when
+ * the new configuration becomes visible.  Only a change to either sends it.
  */
 PG_FUNCTION_INFO_V1(queue_config_changed);
 Datum
@@ -44,7 +44,8 @@ queue_config_changed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("queue._config_changed() can only be called as a trigger"),
 				 errhint("Changes to queue.queue_config call it.")));
-	CacheInvalidateRelcache(((TriggerData *) fcinfo->context)->tg_relation);
+	/* (queue_grants has it too: the cache is keyed on queue_config) */
+	CacheInvalidateRelcacheByRelid(QueueConfigRelid());
 	return PointerGetDatum(NULL);
 }
 

@@ -227,10 +227,11 @@ QueueHeldWithDedup(int32 qno, text *dedup_key)
  * Write the held jobs of queue q (all of them, or only job id) back as
  * running rows.  Must be called inside QueueSpiBegin.
  *
- * They are written as the role that claimed them.  The claim took their
- * rows with that role's rights, perhaps in a SECURITY DEFINER function
- * that has returned since, and the commit may run as a role that may not
- * insert into the queue's table.
+ * They are written as the role that claimed them: the queue's owner, for
+ * a claim through the API (catalog/acl.c).  The claim took their rows
+ * with that role's rights, and the commit may run as a role that may not
+ * insert into the queue's table.  A restricted operation, as the claim
+ * was: a trigger of the owner's cannot reach the committing session.
  */
 static void
 write_back(QueueInfo *q, int64 only_id)
@@ -270,7 +271,7 @@ write_back(QueueInfo *q, int64 only_id)
 	args[JOB_NCARRIED] = Int32GetDatum(MyProcPid);
 	args[JOB_NCARRIED + 1] = TimestampTzGetDatum(MyStartTimestamp);
 	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
 				  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
 	SetUserIdAndSecContext(save_userid, save_sec);

@@ -15,6 +15,10 @@
  * channels already committed; an abort keeps what was committed.  Erring
  * towards "listening" costs only a NOTIFY nobody reads.
  *
+ * LISTEN on a queue's channel needs the consume or the read privilege on
+ * the queue: a notification carries nothing, but its timing tells when
+ * the queue's jobs become claimable.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -24,8 +28,11 @@
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "storage/ipc.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "catalog/acl.h"
+#include "catalog/spi.h"
 #include "shmem/listeners.h"
 #include "xact/listen.h"
 
@@ -160,6 +167,28 @@ remember(bool listen, const char *channel)
 }
 
 /* From the ProcessUtility hook (module/utility.c), before the statement runs. */
+/* An error unless the user may listen on channel (a queue's, or not). */
+static void
+check_may_listen(const char *channel)
+{
+	const char *name = channel + strlen(CHANNEL_PREFIX);
+	QueueInfo  *q;
+
+	if (!QueueExtensionPresent() || !QueueNameValid(name))
+		return;
+	QueueSpiBegin();
+	q = QueueLookupByNameIfExists(cstring_to_text(name));
+	if (q != NULL && !q->legacy_acl && !QueueMay(q, GetUserId(), QUEUE_CONSUME | QUEUE_READ))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to listen on channel \"%s\"", channel),
+				 errdetail("Role \"%s\" has neither the consume nor the read privilege on queue \"%s\".",
+						   GetUserNameFromId(GetUserId(), false), name),
+				 errhint("The queue's owner can give one with queue.grant('%s', '%s', 'consume').",
+						 name, GetUserNameFromId(GetUserId(), false))));
+	QueueSpiEnd();
+}
+
 void
 QueueListenUtility(Node *parsetree)
 {
@@ -169,6 +198,7 @@ QueueListenUtility(Node *parsetree)
 
 		if (strncmp(channel, CHANNEL_PREFIX, strlen(CHANNEL_PREFIX)) != 0)
 			return;
+		check_may_listen(channel);
 		remember(true, channel);
 		QueueListenerPublish(MyDatabaseId);
 		published_in_xact = true;

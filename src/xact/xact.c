@@ -130,6 +130,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		PendingAtSubAbort(nest);
 		QueueWaitAtEnd(nest);
+		QueueSpiAtSubAbort(nest);
 	}
 }
 

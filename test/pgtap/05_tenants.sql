@@ -11,7 +11,7 @@
 --     job with that id.  enqueue still takes the direct path (no executor
 --     for the CHECK), which bench/instructions.sh shows.
 --   * queue._held() shows the jobs the transaction holds only of queues
---     whose table the role may read: a SECURITY DEFINER function that
+--     the role may read or consume from: a SECURITY DEFINER function that
 --     claimed a job of another queue for the transaction left its payload
 --     and dedup key readable by its caller.
 --   * Nobody can make every backend reread queue_config for nothing:
@@ -28,11 +28,13 @@ SELECT queue.create('tn_a');
 SELECT queue.create('tn_b');
 SELECT qno AS a_qno FROM queue.queue_config WHERE name = 'tn_a' \gset
 SELECT qno AS b_qno FROM queue.queue_config WHERE name = 'tn_b' \gset
--- the README's grants for a role that uses queue tn_a
+-- a role that uses queue tn_a, with the grants on its tables that the
+-- README of 0.3 asked for (0.4 needs none: queue.grant)
 CREATE ROLE tn_tenant NOLOGIN;
 GRANT USAGE ON SEQUENCE queue."q_tn_a$seq" TO tn_tenant;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_tn_a TO tn_tenant;
 GRANT INSERT ON queue.a_tn_a TO tn_tenant;
+SELECT queue.grant('tn_a', 'tn_tenant', 'all');
 
 /* ---------------------------------------------------- forged ids */
 
