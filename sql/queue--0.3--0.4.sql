@@ -674,7 +674,10 @@ SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
   FROM queue.queue_config c
  WHERE queue._may(c.qno, 'any');
 
-CREATE OR REPLACE VIEW queue.jobs WITH (security_barrier) AS
+-- queue.jobs is a UNION ALL of these two, each with a security barrier of
+-- its own: the planner flattens a UNION ALL, and a condition on queue.jobs
+-- would then reach the rows of each branch before the branch's filter.
+CREATE VIEW queue._job_rows WITH (security_barrier) AS
 SELECT c.name AS queue,
        j.id,
        CASE WHEN l.id IS NULL THEN j.state::text ELSE 'running' END AS state,
@@ -689,15 +692,21 @@ SELECT c.name AS queue,
   LEFT JOIN (SELECT u.id, u.attempt, b.claimed_at, b.lease_until
                FROM queue._lease b, unnest(b.ids, b.attempts) AS u(id, attempt)) l
          ON l.id = j.id AND l.attempt = j.attempt AND j.state = 'ready'
- WHERE queue._may(c.qno, 'read')
-UNION ALL
+ WHERE queue._may(c.qno, 'read');
+
 -- jobs the current transaction claimed: running, to it (src/xact/held.c)
-SELECT c.name, h.id, 'running', h.payload, h.priority, h.run_at, h.attempt,
+CREATE VIEW queue._held_rows WITH (security_barrier) AS
+SELECT c.name AS queue, h.id, 'running'::text AS state, h.payload, h.priority, h.run_at, h.attempt,
        c.max_attempts, h.group_key, h.dedup_key, h.enqueued_at, h.claimed_at,
        h.lease_until, h.last_error
   FROM queue._held() h
   JOIN queue.queue_config c ON c.qno = queue._qno(h.id)
  WHERE queue._may(c.qno, 'read');
+
+CREATE OR REPLACE VIEW queue.jobs AS
+SELECT * FROM queue._job_rows
+UNION ALL
+SELECT * FROM queue._held_rows;
 
 CREATE OR REPLACE VIEW queue.archive WITH (security_barrier) AS
 SELECT c.name AS queue, a.id, a.state, a.payload, a.priority, a.run_at,

@@ -205,9 +205,12 @@ queue_set_owner(PG_FUNCTION_ARGS)
 	return front(fcinfo, q, MUST_OWN, 0, true);
 }
 
-/* Did this transaction make queue qname's row of queue_config? */
+/*
+ * Whether queue qname has a row in queue_config, and (*ours) whether this
+ * transaction made it.
+ */
 static bool
-created_here(Datum qname)
+config_row(Datum qname, bool *ours)
 {
 	Oid			argtype = TEXTOID;
 	bool		isnull;
@@ -215,9 +218,10 @@ created_here(Datum qname)
 	QueueCheckSpi(SPI_execute_with_args("SELECT xmin FROM queue.queue_config WHERE name OPERATOR(pg_catalog.=) $1",
 										1, &argtype, &qname, NULL, false, 1),
 				  SPI_OK_SELECT, -1, "read its configuration", "");
-	return SPI_processed == 1 &&
+	*ours = SPI_processed == 1 &&
 		TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[0],
 																				 SPI_tuptable->tupdesc, 1, &isnull)));
+	return SPI_processed == 1;
 }
 
 /*
@@ -225,7 +229,7 @@ created_here(Datum qname)
  * roles it was granted to).  A role other than a superuser gets a queue
  * whose tables it owns: they are made as the owner of the extension's
  * tables and handed to it.  (With if_not_exists, a queue that was there
- * already stays as it is.)
+ * already stays as it is, even one made earlier in the same transaction.)
  */
 PG_FUNCTION_INFO_V1(queue_create);
 Datum
@@ -234,13 +238,16 @@ queue_create(PG_FUNCTION_ARGS)
 	MemoryContext cxt = CurrentMemoryContext;
 	Oid			caller = GetUserId();
 	Datum		result;
+	bool		existed;
+	bool		ours;
 
 	if (superuser())
 		return call_target(fcinfo, cxt);
 	QueueSpiBegin();
 	QueueSpiRunAs(QueueRelOwner(QueueConfigRelid(), "queue_config"));
+	existed = !PG_ARGISNULL(0) && config_row(PG_GETARG_DATUM(0), &ours);
 	result = call_target(fcinfo, cxt);
-	if (created_here(PG_GETARG_DATUM(0)))
+	if (!existed && config_row(PG_GETARG_DATUM(0), &ours) && ours)
 		OidFunctionCall2(queue_function("_set_owner", 2, (Oid[]) {TEXTOID, REGROLEOID}),
 						 PG_GETARG_DATUM(0), ObjectIdGetDatum(caller));
 	QueueSpiEnd();
