@@ -1,8 +1,9 @@
 # test/t/001_dump_restore.pl: queue data survives pg_dump and restore.
 #
-# Queue definitions (queue_config and queue_number_seq are extension config
-# objects), the per-queue job, archive and lease tables with their data,
-# and the per-queue id sequences.  Checked with a custom-format dump through
+# Queue definitions (queue_config, queue_grants and queue_number_seq are
+# extension config objects), the per-queue job, archive and lease tables
+# with their data, and the per-queue id sequences.  Grants keep working,
+# and keep their roles from being dropped, in every restored database.  Checked with a custom-format dump through
 # pg_restore and a plain-format dump piped through psql.  Also: DROP
 # EXTENSION without CASCADE refuses while queues exist, and with CASCADE
 # removes everything of the extension.
@@ -33,6 +34,14 @@ SELECT queue.create('sms', max_attempts => 3, lease => '10 s', retention => '0')
 SELECT queue.create('gone');
 SELECT queue.drop('gone');
 SELECT queue.create('batch', lease => '1 hour');
+});
+# roles are the cluster's, outside the dumps
+$node->safe_psql('postgres', 'CREATE ROLE app; CREATE ROLE lead');
+$node->safe_psql(
+	'src', q{
+SELECT queue.grant('emails', 'app', 'produce');
+SELECT queue.grant('sms', 'app', 'all');
+SELECT queue.grant('batch', 'lead', 'read');
 });
 
 # Labels to job ids; each enqueue is its own transaction.
@@ -190,6 +199,7 @@ my %queries = (
 	  'SELECT j.id, h.* FROM (SELECT id FROM queue.jobs UNION ALL SELECT id FROM queue.archive) j,'
 	  . ' queue.history(j.id) h ORDER BY j.id, h.at, h.event',
 	config => 'SELECT * FROM queue.queue_config ORDER BY qno',
+	grants => 'SELECT * FROM queue.grants ORDER BY queue, role::text, privilege',
 	# ids and ranks are drawn from these: same position after a restore
 	sequences => q{
 SELECT 'queue_number_seq', last_value, is_called FROM queue.queue_number_seq
@@ -360,11 +370,32 @@ SELECT state, lease_until - claimed_at FROM queue.jobs WHERE id = $id{s_ready1};
 			q{SELECT id FROM queue.claim('push'); SELECT count(*) FROM queue.jobs WHERE queue = 'push'}),
 		"$pid\n1",
 		"$db: new queue works");
+
+	# the grants work, and their roles depend on them
+	is($node->safe_psql($db, q{SET ROLE app; SELECT queue.enqueue('emails', '{"by": "app"}') > 0}),
+		't', "$db: a role granted produce enqueues");
+	my ($ret, $stdout, $stderr) =
+	  $node->psql($db, q{SET ROLE app; SELECT * FROM queue.claim('emails')});
+	like($stderr, qr/permission denied for queue "emails"/, "$db: and may not claim");
+	is( $node->safe_psql($db,
+			q{SELECT string_agg(refobjid::regrole::text, ',' ORDER BY refobjid::regrole::text) FROM pg_shdepend
+			   WHERE objid = 'queue.queue_grants'::regclass AND deptype = 'a'
+			     AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())}),
+		'app,lead', "$db: the grantees depend on queue_grants");
 	return;
 }
 
 check_restored('dst');
 check_restored('plain');
+
+# A role with grants cannot be dropped, from any database, until DROP
+# OWNED has revoked them in each.
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP ROLE app');
+isnt($ret, 0, 'DROP ROLE of a role with grants on queues fails');
+like($stderr, qr/objects? in database (src|dst|plain)/, 'naming the databases that hold them');
+$node->safe_psql($_, 'DROP OWNED BY app') for qw(dst plain);
+($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP ROLE app');
+like($stderr, qr/objects? in database src/, 'after DROP OWNED in two of them, the third still holds it');
 
 # src is untouched by all that
 is($node->safe_psql('src', $queries{jobs}), $before{jobs}, 'src jobs unchanged');
@@ -385,7 +416,7 @@ SELECT count(*) = 2 AND bool_and(state = 'ready' AND attempt = 1 AND last_error 
 
 # ---------------------------------------------------------------- drop extension
 
-my ($ret, $stdout, $stderr) = $node->psql('src', 'DROP EXTENSION queue');
+($ret, $stdout, $stderr) = $node->psql('src', 'DROP EXTENSION queue');
 isnt($ret, 0, 'DROP EXTENSION without CASCADE fails while queues exist');
 like($stderr, qr/depend/, 'and the error mentions dependent objects');
 is($node->safe_psql('src', 'SELECT count(*) FROM queue.jobs'),
@@ -414,6 +445,9 @@ $node->safe_psql('src', 'CREATE EXTENSION queue');
 is($ret, 0, 're-created extension: queue.create of a formerly used name works')
   or diag($stderr);
 is($stdout, "\n1\n1", 're-created extension starts from scratch');
+# DROP EXTENSION took src's grants with it
+($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP ROLE app');
+is($ret, 0, 'once no database holds grants of it, the role can be dropped') or diag($stderr);
 
 $node->stop;
 done_testing();

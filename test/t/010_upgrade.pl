@@ -161,6 +161,9 @@ for my $from (sort keys %step)
 
 # An ordinary role for the queue given away with set_owner.
 $node->safe_psql('postgres', 'CREATE ROLE upg_owner NOLOGIN');
+# a role that uses queue doomed with the privileges on its tables that the
+# README asked for before 0.4, which the upgrade turns into the queue's
+$node->safe_psql('postgres', 'CREATE ROLE upg_app NOLOGIN');
 
 # The fresh installation the upgraded ones are compared with.
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
@@ -424,7 +427,12 @@ SELECT queue.create('owned');
 SELECT queue.set_owner('owned', 'upg_owner');
 SELECT queue.create('doomed');
 SELECT queue.create('expiring');
+GRANT USAGE ON SEQUENCE queue."q_doomed$seq" TO upg_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_doomed TO upg_app;
+GRANT INSERT ON queue.a_doomed TO upg_app;
 });
+is($sql->(q{BEGIN; SET ROLE upg_app; SELECT queue.enqueue('doomed', '{}') > 0; ROLLBACK}),
+	't', "$db: before the upgrade, the role's table privileges let it enqueue");
 
 	my %id;
 	my $enqueue = sub {
@@ -576,6 +584,20 @@ SELECT count(*) FROM queue.claim('expiring', 2, lease => '$short s')}),
 	{
 		same_text($sql->($query{$k}), $before{$k}, "$db: $k the same after the upgrade", "$db.$k");
 	}
+
+	# ------------------------------------------------ table privileges became the queue's
+	is( $sql->(q{SELECT string_agg(queue || ':' || role || ':' || privilege, ',' ORDER BY privilege) FROM queue.grants}),
+		'doomed:upg_app:consume,doomed:upg_app:produce,doomed:upg_app:read',
+		"$db: INSERT, UPDATE and SELECT on q_doomed became produce, consume and read on doomed");
+	is( $sql->(
+			q{BEGIN; SET ROLE upg_app;
+SELECT queue.enqueue('doomed', '{}') > 0;
+SELECT count(*) FROM queue.claim('doomed');
+ROLLBACK}), "t
+1", "$db: and the role enqueues and claims through them");
+	my ($ret, $out, $err) =
+	  $node->psql($db, q{SET ROLE upg_app; SELECT queue.enqueue('limited', '{}')});
+	like($err, qr/permission denied for queue "limited"/, "$db: but nothing of another queue");
 
 	# ------------------------------------------------ the old jobs work
 	# fencing tokens, from the consumer that claimed them before
