@@ -2,7 +2,9 @@
 # bench/instructions.sh: CPU instructions a backend spends per single-job
 # enqueue, against the plain INSERTs it is compared with, and per claim
 # and complete of 1 and 100 jobs (in one transaction, and leased: in two),
-# counted by callgrind.
+# counted by callgrind.  The queue's cases run twice: as the superuser
+# that owns the queue, and as a role with nothing but its privileges on
+# the queue (queue.grant), which the API checks on every call.
 #
 #   bash bench/instructions.sh               2,000 transactions per statement
 #   CALLS=10000 bash bench/instructions.sh
@@ -62,6 +64,10 @@ CREATE TABLE two_btrees (id bigserial PRIMARY KEY, priority int NOT NULL DEFAULT
 CREATE INDEX ON two_btrees (priority DESC, id);
 -- the leased cases' first transaction keeps the ids it claimed here for the second
 CREATE TABLE claimed (id bigint);
+-- a role with the queue's privileges and none on its tables
+CREATE ROLE app LOGIN;
+SELECT queue.grant('q', 'app', 'all');
+GRANT SELECT, INSERT, DELETE ON claimed TO app;
 SQL
 queue_cluster_stop "$DIR"
 
@@ -94,6 +100,14 @@ CASES=(
 WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
 	"claim 100, complete in a second transaction|100|INSERT INTO claimed SELECT id FROM queue.claim('q', 100);
 WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
+	# the same as a role with the queue's privileges ("as app": pgbench -U app)
+	"queue.enqueue(), as app|0|SELECT queue.enqueue('q', :p::jsonb);"
+	"claim 1 + complete, one transaction, as app|1|SELECT queue.complete(id) FROM queue.claim('q', 1);"
+	"claim 100 + complete, one transaction, as app|100|SELECT queue.complete(array_agg(id)) FROM queue.claim('q', 100);"
+	"claim 1, complete in a second transaction, as app|1|INSERT INTO claimed SELECT id FROM queue.claim('q', 1);
+WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
+	"claim 100, complete in a second transaction, as app|100|INSERT INTO claimed SELECT id FROM queue.claim('q', 100);
+WITH d AS (DELETE FROM claimed RETURNING id) SELECT queue.complete(array_agg(id)) FROM d;"
 )
 PAYLOAD=$(cd "$HERE" && /usr/bin/python3 -c 'import bench; print(bench.make_payload(100))')
 
@@ -103,7 +117,7 @@ PAYLOAD=$(cd "$HERE" && /usr/bin/python3 -c 'import bench; print(bench.make_payl
 backend() {
 	local before after n best=0
 	before=$(cd "$WORK" && ls cg.* | sort)
-	"$PGBIN/pgbench" -n -M prepared -c 1 -t "$1" -f "$WORK/case.sql" -D "p=$PAYLOAD" instr >/dev/null
+	"$PGBIN/pgbench" -n -M prepared -c 1 -t "$1" -f "$WORK/case.sql" -D "p=$PAYLOAD" -U "$2" instr >/dev/null
 	sleep 2   # the backend writes its counts as it exits
 	after=$(cd "$WORK" && ls cg.* | sort)
 	for f in $(comm -13 <(echo "$before") <(echo "$after")); do
@@ -128,8 +142,10 @@ for c in "${CASES[@]}"; do
 	fi
 	printf '%s\n' "${rest#*|}" >"$WORK/case.sql"
 	chmod 644 "$WORK/case.sql"
-	one=$(backend 1)
-	all=$(backend $((calls + 1)))
+	user=postgres
+	[[ $name != *", as app" ]] || user=app
+	one=$(backend 1 "$user")
+	all=$(backend $((calls + 1)) "$user")
 	PER_CALL[$name]=$(((all - one) / calls))
 	echo "== $name: ${PER_CALL[$name]} instructions per transaction"
 done
@@ -146,12 +162,18 @@ mkdir -p "$OUT"
 	echo "the figure is the backend's instructions per transaction (bind, execute, result, commit), counted"
 	echo "by callgrind. The payload is the benchmark's ~100-byte JSON object."
 	echo
-	echo "| statement | instructions per transaction | ratio to INSERT ... RETURNING id |"
-	echo "|---|---:|---:|"
+	echo "\"as app\": the same statement run by a role with the queue's privileges only, against the"
+	echo "superuser's (the queue's owner)."
+	echo
+	echo "| statement | instructions per transaction | ratio to INSERT ... RETURNING id | as app / as owner |"
+	echo "|---|---:|---:|---:|"
 	for c in "${CASES[@]}"; do
 		name=${c%%|*}
-		printf '| %s: `%s` | %s | %s |\n' "$name" "$(echo "${c#*|*|}" | tr '\n' ' ')" "${PER_CALL[$name]}" \
-			"$(awk -v a="${PER_CALL[$name]}" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')"
+		owner=${PER_CALL[${name%, as app}]}
+		vs=
+		[[ $name != *", as app" ]] || vs=$(awk -v a="${PER_CALL[$name]}" -v b="$owner" 'BEGIN { printf "%.3f", a / b }')
+		printf '| %s: `%s` | %s | %s | %s |\n' "$name" "$(echo "${c#*|*|}" | tr '\n' ' ')" "${PER_CALL[$name]}" \
+			"$(awk -v a="${PER_CALL[$name]}" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')" "$vs"
 	done
 } >"$OUT/report.md"
 echo "== report: $OUT/report.md"

@@ -35,7 +35,8 @@
  * At the end of a subtransaction, in the same order: xact/listen.c,
  * xact/leases.c, xact/held.c and xact/pending.c hand what it did to its
  * parent, or undo it; an aborted one also ends a failed claim's wait (as
- * 6 above).
+ * 6 above), and forgets the SPI scopes it left open (catalog/spi.c), whose
+ * user and settings its abort gave back.
  *
  *-------------------------------------------------------------------------
  */

@@ -14,7 +14,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(25);
+SELECT plan(29);
 
 CREATE ROLE sp_attacker NOLOGIN;
 GRANT CREATE ON SCHEMA public TO sp_attacker;
@@ -97,6 +97,11 @@ SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.purge('sp_g', '{"x": 1}'
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.stats$v$)$$, 'queue.stats');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.jobs, queue.archive$v$)$$, 'queue.jobs and queue.archive');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.tick()$v$)$$, 'tick');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.grant('sp', 'sp_attacker', 'all')$v$)$$, 'grant');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.grants, queue.queues$v$)$$,
+                'queue.grants and queue.queues');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.revoke('sp', 'sp_attacker', 'read')$v$)$$, 'revoke');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.set_owner('sp_g', 'sp_attacker')$v$)$$, 'set_owner');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.drop('sp'), queue.drop('sp_g')$v$)$$, 'drop');
 
 SELECT * FROM finish();
