@@ -144,7 +144,11 @@ for c in "${CASES[@]}"; do
 	chmod 644 "$WORK/case.sql"
 	user=postgres
 	[[ $name != *", as app" ]] || user=app
+	# (autovacuum is off: each run starts with a table of no dead rows;
+	# the backend that empties it has written its counts before the next)
+	"$PGBIN/psql" -X -q -c "TRUNCATE claimed" -d instr && sleep 2
 	one=$(backend 1 "$user")
+	"$PGBIN/psql" -X -q -c "TRUNCATE claimed" -d instr && sleep 2
 	all=$(backend $((calls + 1)) "$user")
 	PER_CALL[$name]=$(((all - one) / calls))
 	echo "== $name: ${PER_CALL[$name]} instructions per transaction"

@@ -59,23 +59,32 @@ QueuePrivilegeName(int priv)
 	return "all";
 }
 
-/* The owner of queue q's tables; InvalidOid if its table is gone. */
+/*
+ * The owner of queue q's tables; InvalidOid if its table is gone.  Kept,
+ * with whether it is a superuser, until a relcache invalidation (of any
+ * relation: ALTER TABLE OWNER, or the table dropped, sends one) arrives,
+ * for the hot path.  (ALTER ROLE ... NOSUPERUSER sends none: the role's
+ * code keeps its settings undone only from the next such invalidation.)
+ */
 Oid
 QueueOwner(QueueInfo *q)
 {
-	Oid			relid = QueueTableRelid(q);
-	Oid			owner = InvalidOid;
+	Oid			relid;
 	HeapTuple	tup;
 
-	if (!OidIsValid(relid))
-		return InvalidOid;
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (q->owner_gen == QueueRelcacheGen())
+		return q->owner;
+	q->owner = InvalidOid;
+	relid = QueueTableRelid(q);
+	tup = OidIsValid(relid) ? SearchSysCache1(RELOID, ObjectIdGetDatum(relid)) : NULL;
 	if (HeapTupleIsValid(tup))
 	{
-		owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+		q->owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 		ReleaseSysCache(tup);
 	}
-	return owner;
+	q->owner_super = OidIsValid(q->owner) && superuser_arg(q->owner);
+	q->owner_gen = QueueRelcacheGen();
+	return q->owner;
 }
 
 /* Has role any of the privileges privs on queue q (whose owner is owner)? */
@@ -143,7 +152,7 @@ QueueOpen(QueueInfo *q, int priv, int64 id)
 						 q->name, role, QueuePrivilegeName(priv))));
 	}
 	if (OidIsValid(owner))
-		QueueSpiRunAs(owner);
+		QueueSpiRunAs(owner, q->owner_super);
 }
 
 /*

@@ -54,11 +54,25 @@ static Oid	queue_config_relid = InvalidOid;
 static List *dead_caches = NIL;
 static QueueReleaseHook release_hook = NULL;
 
+/*
+ * Counts relcache invalidations of any relation: what is kept of a queue's
+ * tables (QueueOwner) is good while it has not moved.
+ */
+static uint64 relcache_gen = 1;
+
 static void
 queue_relcache_callback(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == queue_config_relid)
 		queue_cache_stale = true;
+	relcache_gen++;
+}
+
+/* The generation of relcache invalidations seen so far. */
+uint64
+QueueRelcacheGen(void)
+{
+	return relcache_gen;
 }
 
 /* release: frees what others keep for an entry that goes */

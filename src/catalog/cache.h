@@ -38,6 +38,9 @@ typedef struct QueueInfo
 	int16		archive_seg;	/* the archive segment finished jobs go to */
 	bool		paused;
 	bool		legacy_acl;		/* no queue.queue_grants (before 0.4) */
+	Oid			owner;			/* of its tables, as of owner_gen (catalog/acl.c) */
+	bool		owner_super;	/* whether the owner was a superuser then */
+	uint64		owner_gen;
 	int			ngrants;
 	QueueGrant *grants;			/* in TopMemoryContext */
 	SPIPlanPtr	plans[NUM_QUEUE_PLANS]; /* catalog/plans.c, made on first use */
@@ -51,6 +54,7 @@ extern void QueueCacheInit(QueueReleaseHook release);
 extern void QueueCacheAtEOXact(void);
 extern bool QueueCacheStale(void);
 extern void QueueCacheForget(void);
+extern uint64 QueueRelcacheGen(void);
 extern bool QueueExtensionPresent(void);
 extern Oid	QueueConfigRelid(void);
 extern bool QueueNameValid(const char *name);

@@ -113,7 +113,8 @@ QueueSpiCaller(void)
 }
 
 /*
- * Run the rest of the innermost scope as role.  A restricted operation,
+ * Run the rest of the innermost scope as role (role_is_superuser: whether
+ * it is one, which the caller knows).  A restricted operation,
  * as maintenance commands run a table owner's code: what the role's code
  * (a trigger on its table) does cannot reach the caller's session.  For a
  * role other than a superuser, settings changed meanwhile are undone at
@@ -121,7 +122,7 @@ QueueSpiCaller(void)
  * pays nothing for it.
  */
 void
-QueueSpiRunAs(Oid role)
+QueueSpiRunAs(Oid role, bool role_is_superuser)
 {
 	SpiScope   *s;
 
@@ -132,7 +133,7 @@ QueueSpiRunAs(Oid role)
 	SetUserIdAndSecContext(role, s->caller_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	s->switched = true;
-	if (s->guc_nest < 0 && !superuser_arg(role))
+	if (s->guc_nest < 0 && !role_is_superuser)
 		s->guc_nest = NewGUCNestLevel();
 }
 

@@ -14,7 +14,7 @@ extern void QueueSpiInit(void);
 extern void QueueSpiBegin(void);
 extern void QueueSpiEnd(void);
 extern Oid	QueueSpiCaller(void);
-extern void QueueSpiRunAs(Oid role);
+extern void QueueSpiRunAs(Oid role, bool role_is_superuser);
 extern void QueueSpiAtSubAbort(int nest);
 extern void QueueSpiAtEOXact(void);
 extern int	QueueExecuteLatest(SPIPlanPtr plan, Datum *args, bool read_only, long count);
