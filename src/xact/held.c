@@ -43,6 +43,7 @@
 
 #include "base/errors.h"
 #include "base/job.h"
+#include "base/role.h"
 #include "catalog/plans.h"
 #include "catalog/spi.h"
 #include "storage/insert.h"
@@ -231,7 +232,10 @@ QueueHeldWithDedup(int32 qno, text *dedup_key)
  * a claim through the API (catalog/acl.c).  The claim took their rows
  * with that role's rights, and the commit may run as a role that may not
  * insert into the queue's table.  A restricted operation, as the claim
- * was: a trigger of the owner's cannot reach the committing session.
+ * was, and for an owner that is not a superuser one whose settings are
+ * undone afterwards: a trigger of the owner's cannot reach the committing
+ * session (one that set search_path had the session's next statement run
+ * the owner's functions as the committing superuser).
  */
 static void
 write_back(QueueInfo *q, int64 only_id)
@@ -241,6 +245,7 @@ write_back(QueueInfo *q, int64 only_id)
 	Oid			userid = InvalidOid;
 	Oid			save_userid;
 	int			save_sec;
+	QueueAsRole as;
 	ListCell   *lc;
 	HeldJob   **jobs = palloc(sizeof(HeldJob *) * list_length(held));
 	Datum		args[JOB_NCARRIED + 2];
@@ -270,11 +275,21 @@ write_back(QueueInfo *q, int64 only_id)
 	JobColumnArrays(n, values, nulls, args);
 	args[JOB_NCARRIED] = Int32GetDatum(MyProcPid);
 	args[JOB_NCARRIED + 1] = TimestampTzGetDatum(MyStartTimestamp);
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-	QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
-				  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
-	SetUserIdAndSecContext(save_userid, save_sec);
+	if (userid == GetUserId() || superuser_arg(userid))
+	{
+		GetUserIdAndSecContext(&save_userid, &save_sec);
+		SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+		QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
+					  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	else
+	{
+		QueueAsRoleBegin(&as, userid);
+		QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
+					  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
+		QueueAsRoleEnd(&as);
+	}
 	QueueXactCount(q->qno, JS_NONE, JS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)

@@ -8,7 +8,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(124);
+SELECT plan(129);
 
 SELECT queue.create('ac_a');
 SELECT queue.create('ac_b', max_attempts => 1);
@@ -259,6 +259,35 @@ RESET ROLE;
 SET ROLE ac_lead;
 SELECT lives_ok($$SELECT queue.drop('ac_leads')$$, 'lead drops its queue');
 RESET ROLE;
+
+/* --------------------- an owner's code runs as the owner, and leaves nothing */
+
+-- a trigger of lead's on its queue's table logs who runs it and sets
+-- search_path for the rest of the session, if it can
+GRANT CREATE ON SCHEMA public TO ac_lead;
+SELECT queue.create('ac_c');
+SELECT queue.set_owner('ac_c', 'ac_lead');
+SET ROLE ac_lead;
+CREATE TABLE public.ac_log (who name);
+CREATE FUNCTION public.ac_sets_path() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.ac_log VALUES (current_user);
+    PERFORM pg_catalog.set_config('search_path', 'public, pg_catalog', false);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER ac_sets_path AFTER INSERT ON queue.q_ac_c FOR EACH ROW EXECUTE FUNCTION public.ac_sets_path();
+RESET ROLE;
+SELECT current_setting('search_path') AS path_before \gset
+SELECT queue.enqueue('ac_c', '{}') AS c1 \gset
+SELECT is(current_setting('search_path'), :'path_before',
+          'a superuser''s enqueue ran the owner''s trigger, and its setting was undone');
+SELECT is((SELECT count(*)::int FROM queue.claim('ac_c')), 1, 'the superuser claims the job, held in its transaction');
+SELECT is((SELECT count(*)::int FROM queue.history(:b_ready)), 1,
+          'a management call on a superuser''s queue writes the held job back (the trigger runs again)');
+SELECT is(current_setting('search_path'), :'path_before', 'and that setting was undone too');
+SELECT is((SELECT array_agg(DISTINCT who)::text FROM public.ac_log), '{ac_lead}',
+          'the trigger ran twice, as its owner each time, never as the superuser');
 
 /* ------------------------------------------ revoking, DROP ROLE, DROP OWNED */
 
