@@ -19,6 +19,7 @@
 int			queue_max_payload_size = 1024 * 1024;
 int			queue_worker_naptime = 1000;
 int			queue_upkeep_lock_timeout = 100;
+int			queue_upkeep_timeout = 1000;
 int			queue_notify_busy_interval = 20;
 bool		queue_synchronous_claims = true;
 int			queue_max_queues = 1024;
@@ -50,6 +51,15 @@ define_session_settings(void)
 							"so that a session holding locks on one queue's tables cannot stall the upkeep of the others.",
 							&queue_upkeep_lock_timeout,
 							100, 1, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queue.upkeep_timeout",
+							"Longest time one queue's upkeep may take in the background worker.",
+							"Code of the queue's owner on its tables (a trigger, say) may make it take longer: the worker then "
+							"gives up on that queue, goes on with the others, and tries it again after queue.worker_naptime.",
+							&queue_upkeep_timeout,
+							1000, 10, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

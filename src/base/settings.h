@@ -11,6 +11,7 @@
 extern int	queue_max_payload_size;
 extern int	queue_worker_naptime;
 extern int	queue_upkeep_lock_timeout;
+extern int	queue_upkeep_timeout;
 extern int	queue_notify_busy_interval;
 extern bool queue_synchronous_claims;
 

@@ -126,16 +126,17 @@ sleep_until_due(Oid dboid, WorkerTimes *t)
 
 /*
  * SIGINT, which lock_timeout sends us when a wait for a lock has lasted
- * queue.upkeep_lock_timeout (worker/upkeep.c): end the wait with its
- * error.  Any other SIGINT (pg_cancel_backend) is ignored: a pass is
- * short, and it is not cancelled.
+ * queue.upkeep_lock_timeout, and the statement timeout when a queue's
+ * upkeep has lasted queue.upkeep_timeout (worker/upkeep.c): end the wait,
+ * or the upkeep, with its error.  Any other SIGINT (pg_cancel_backend) is
+ * ignored: a pass is short, and it is not cancelled.
  */
 static void
-lock_timeout_handler(SIGNAL_ARGS)
+upkeep_timeout_handler(SIGNAL_ARGS)
 {
 	int			save_errno = errno;
 
-	if (get_timeout_indicator(LOCK_TIMEOUT, false))
+	if (get_timeout_indicator(LOCK_TIMEOUT, false) || get_timeout_indicator(STATEMENT_TIMEOUT, false))
 	{
 		InterruptPending = true;
 		QueryCancelPending = true;
@@ -153,7 +154,7 @@ queue_db_worker_main(Datum arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGINT, lock_timeout_handler);
+	pqsignal(SIGINT, upkeep_timeout_handler);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("queue worker");

@@ -26,6 +26,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "base/role.h"
@@ -140,7 +141,10 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 			QueueAsRole as;
 
 			QueueAsRoleBegin(&as, owner);
+			/* the owner's code on its tables (triggers) must not stall the pass */
+			enable_timeout_after(STATEMENT_TIMEOUT, queue_upkeep_timeout);
 			check_select(SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
+			disable_timeout(STATEMENT_TIMEOUT, false);
 			if (SPI_processed == 1)
 			{
 				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -159,6 +163,7 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 	{
 		ErrorData  *edata;
 
+		disable_timeout(STATEMENT_TIMEOUT, false);
 		SetUserIdAndSecContext(save_userid, save_sec);
 		MemoryContextSwitchTo(outer);
 		edata = CopyErrorData();
@@ -172,6 +177,12 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 							qno),
 					 errdetail("%s", edata->message),
 					 errhint("The worker tries again after queue.worker_naptime; pg_locks shows who holds it.")));
+		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ereport(LOG,
+					(errmsg("queue worker skipped queue number %d: its upkeep took longer than queue.upkeep_timeout",
+							qno),
+					 errhint("Code of the queue's owner on its tables, a trigger say, may be slow; "
+							 "the worker tries again after queue.worker_naptime.")));
 		else
 			ereport(WARNING,
 					(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),

@@ -1,0 +1,81 @@
+# test/t/015_slow_owner_code.pl: code of one queue's owner does not stop
+# the upkeep of the other queues.
+#
+# A role that owns queue so_slow (it has every right to put triggers on
+# its tables) makes the promotion of its scheduled jobs sleep forever.
+# The worker visits so_slow first (queues in the order they were made):
+# its promotion used to sleep with it, so that so_fast's scheduled job
+# stayed scheduled, and its listeners heard nothing, for as long as the
+# owner liked (found by an attacker's review).  Now a queue's upkeep lasts
+# at most queue.upkeep_timeout: the worker logs that it skipped so_slow,
+# goes on, and so_fast's job is promoted when it falls due.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+use QueueTest;
+
+my $node = PostgreSQL::Test::Cluster->new('slow_owner_code');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'queue'
+queue.worker_naptime = 500
+queue.upkeep_timeout = 300
+});
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION queue;
+CREATE ROLE so_owner LOGIN;
+GRANT CREATE ON SCHEMA public TO so_owner;
+SELECT queue.create('so_slow');
+SELECT queue.set_owner('so_slow', 'so_owner');
+SELECT queue.create('so_fast');
+SET ROLE so_owner;
+CREATE FUNCTION public.so_stall() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.state = 'scheduled' AND NEW.state = 'ready' THEN
+        PERFORM pg_sleep(1000000);
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER so_stall BEFORE UPDATE ON queue.q_so_slow FOR EACH ROW EXECUTE FUNCTION public.so_stall();
+});
+my $slow_qno = $node->safe_psql('postgres',
+	q{SELECT qno FROM queue.queue_config WHERE name = 'so_slow'});
+
+$node->safe_psql('postgres',
+	q{SELECT queue.enqueue('so_slow', '{}', run_at => now() + interval '500 ms')});
+my $fast_job = $node->safe_psql('postgres',
+	q{SELECT queue.enqueue('so_fast', '{}', run_at => now() + interval '2 seconds')});
+my $due = time + 2;
+
+# Due after 2 s; a pass gives up on so_slow after 0.3 s: 6 s is room
+# enough on a loaded machine, and the owner's sleep never ends.
+my $waited = poll_for($node, 'postgres',
+	qq{SELECT state FROM queue.jobs WHERE id = $fast_job}, 'ready', 10);
+ok(defined $waited && time - $due < 6,
+	"so_fast's job is promoted while so_slow's owner's trigger sleeps in every upkeep of so_slow")
+  or diag(sprintf('%.1f s after it fell due', time - $due));
+ok( $node->log_contains(
+		qr/queue worker skipped queue number $slow_qno: its upkeep took longer than queue.upkeep_timeout/),
+	'the worker logs that it skipped so_slow');
+is($node->safe_psql('postgres', q{SELECT state FROM queue.jobs WHERE queue = 'so_slow'}),
+	'scheduled', "so_slow's job stays scheduled (its promotion rolled back)");
+
+$node->safe_psql('postgres', q{SET lock_timeout = '5s'; DROP TRIGGER so_stall ON queue.q_so_slow});
+ok( defined poll_for($node, 'postgres',
+		q{SELECT state FROM queue.jobs WHERE queue = 'so_slow'}, 'ready', 10),
+	"once the trigger is gone, so_slow's job is promoted too");
+
+settle($node);
+$node->stop;
+done_testing();
