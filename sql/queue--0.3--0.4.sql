@@ -686,12 +686,17 @@ SELECT c.name AS queue,
        CASE WHEN l.id IS NULL THEN j.claimed_at ELSE l.claimed_at END AS claimed_at,
        CASE WHEN l.id IS NULL THEN j.lease_until ELSE l.lease_until END AS lease_until,
        j.last_error
+  -- a row counts only in its queue's own tables: their owner could drop
+  -- the CHECK on ids, or write a lease naming another queue's jobs
   FROM queue._job j
-  JOIN queue.queue_config c ON c.qno = queue._qno(j.id)
+  JOIN (SELECT c.*, pg_catalog.to_regclass(pg_catalog.format('queue.%I', 'q_' || c.name)) AS job_table,
+               pg_catalog.to_regclass(pg_catalog.format('queue.%I', 'l_' || c.name)) AS lease_table
+          FROM queue.queue_config c) c
+    ON c.qno = queue._qno(j.id) AND j.tableoid = c.job_table
   -- jobs under a batch lease: ready rows at the attempt a lease lists (src/xact/leases.c)
-  LEFT JOIN (SELECT u.id, u.attempt, b.claimed_at, b.lease_until
+  LEFT JOIN (SELECT b.tableoid AS lease_table, u.id, u.attempt, b.claimed_at, b.lease_until
                FROM queue._lease b, unnest(b.ids, b.attempts) AS u(id, attempt)) l
-         ON l.id = j.id AND l.attempt = j.attempt AND j.state = 'ready'
+         ON l.id = j.id AND l.attempt = j.attempt AND j.state = 'ready' AND l.lease_table = c.lease_table
  WHERE queue._may(c.qno, 'read');
 
 -- jobs the current transaction claimed: running, to it (src/xact/held.c)

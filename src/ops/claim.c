@@ -32,6 +32,7 @@
 
 #include "base/errors.h"
 #include "base/job.h"
+#include "base/jobid.h"
 #include "base/settings.h"
 #include "catalog/acl.h"
 #include "catalog/plans.h"
@@ -140,6 +141,18 @@ emit_job(void *arg, const Datum *values, const bool *nulls)
 	ClaimOut   *out = (ClaimOut *) arg;
 	ClaimSpan  *span = out->span;
 
+	/*
+	 * The table's CHECK keeps ids of other queues out, but its owner can
+	 * drop it: a consumer of both queues would then complete the other
+	 * queue's job of that id.
+	 */
+	if (JobIdQueue(DatumGetInt64(values[JC_ID])) != out->q->qno)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("table queue.q_%s holds a job whose id names another queue", out->q->name),
+				 errdetail("Job " INT64_FORMAT "; its CHECK constraint q_%s$id was dropped or disabled.",
+						   DatumGetInt64(values[JC_ID]), out->q->name),
+				 errhint("Delete the row, and restore the constraint: drop and re-create the queue if need be.")));
 	if (out->hold)
 		QueueHeldAddJob(out->q->qno, values, nulls);
 	/* the result's columns are the first six */

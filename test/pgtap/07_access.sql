@@ -8,7 +8,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(129);
+SELECT plan(132);
 
 SELECT queue.create('ac_a');
 SELECT queue.create('ac_b', max_attempts => 1);
@@ -288,6 +288,25 @@ SELECT is((SELECT count(*)::int FROM queue.history(:b_ready)), 1,
 SELECT is(current_setting('search_path'), :'path_before', 'and that setting was undone too');
 SELECT is((SELECT array_agg(DISTINCT who)::text FROM public.ac_log), '{ac_lead}',
           'the trigger ran twice, as its owner each time, never as the superuser');
+
+/* ---------------------- an owner's rows cannot pose as another queue's jobs */
+
+-- lead drops its table's CHECK on ids and writes a job with an id of
+-- ac_b, and a lease that names ac_b's ready job
+SET ROLE ac_lead;
+DROP TRIGGER ac_sets_path ON queue.q_ac_c;
+ALTER TABLE queue.q_ac_c DROP CONSTRAINT "q_ac_c$id";
+INSERT INTO queue.q_ac_c (id, rank, run_at, enqueued_at, state, priority, attempt, payload)
+VALUES (999000000 + :b_qno, 1, now(), now(), 'ready', 100, 0, '{"fake": true}');
+INSERT INTO queue.l_ac_c (lease, lease_until, claimed_at, ids, attempts)
+VALUES (998000000 + :b_qno, now() + interval '10 years', now(), ARRAY[:b_ready]::bigint[], '{0}');
+RESET ROLE;
+SELECT is((SELECT count(*)::int FROM queue.jobs WHERE queue = 'ac_b' AND payload ? 'fake'), 0,
+          'queue.jobs does not list the row of ac_c''s table as a job of ac_b');
+SELECT is((SELECT state FROM queue.jobs WHERE id = :b_ready), 'ready',
+          'and ac_c''s lease table cannot make ac_b''s job look running');
+SELECT throws_ok($$SELECT * FROM queue.claim('ac_c', 10)$$, 'XX001', NULL,
+                 'a claim that finds such a row refuses it, rather than hand out another queue''s id');
 
 /* ------------------------------------------ revoking, DROP ROLE, DROP OWNED */
 
