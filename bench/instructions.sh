@@ -137,18 +137,15 @@ for c in "${CASES[@]}"; do
 	calls=$CALLS
 	[ "$per" -le 1 ] || calls=$((CALLS / 10))
 	if [ "$per" -gt 0 ]; then
-		echo "SELECT count(*) FROM queue.enqueue_batch('q', array_fill(:'p'::jsonb, ARRAY[$(((calls + 2) * per))]));" |
+		# (autovacuum is off: each case starts with no dead rows in claimed)
+		echo "TRUNCATE claimed; SELECT count(*) FROM queue.enqueue_batch('q', array_fill(:'p'::jsonb, ARRAY[$(((calls + 2) * per))]));" |
 			"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -v p="$PAYLOAD" -d instr >/dev/null
 	fi
 	printf '%s\n' "${rest#*|}" >"$WORK/case.sql"
 	chmod 644 "$WORK/case.sql"
 	user=postgres
 	[[ $name != *", as app" ]] || user=app
-	# (autovacuum is off: each run starts with a table of no dead rows;
-	# the backend that empties it has written its counts before the next)
-	"$PGBIN/psql" -X -q -c "TRUNCATE claimed" -d instr && sleep 2
 	one=$(backend 1 "$user")
-	"$PGBIN/psql" -X -q -c "TRUNCATE claimed" -d instr && sleep 2
 	all=$(backend $((calls + 1)) "$user")
 	PER_CALL[$name]=$(((all - one) / calls))
 	echo "== $name: ${PER_CALL[$name]} instructions per transaction"

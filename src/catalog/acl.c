@@ -224,25 +224,24 @@ QueueWithTable(int32 qno, Oid *relid)
 void
 QueueCheckWriter(int32 qno)
 {
-	QueueInfo  *q;
 	Oid			relid;
 
 	QueueSpiBegin();
-	q = QueueWithTable(qno, &relid);
+	(void) QueueWithTable(qno, &relid);
 	QueueSpiEnd();
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE | ACL_DELETE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for queue \"%s\"", q->name),
-				 errdetail("Changing the queue's shared state needs INSERT, UPDATE or DELETE on table queue.q_%s.",
-						   q->name),
-				 errhint("Use the queue's functions; ask its owner for privileges on its tables.")));
+				 errmsg("permission denied for queue number %d", qno),
+				 errdetail("Changing a queue's shared state needs INSERT, UPDATE or DELETE on its table."),
+				 errhint("Use the queue's functions, with the privileges queue.grant() gives.")));
 }
 
 /*
  * Queue qno, if the role has privilege mode on its job table (or, with
- * lease_table, on its lease table); an error otherwise.  Must be called
- * inside QueueSpiBegin.
+ * lease_table, on its lease table); an error otherwise, which names the
+ * queue by number only (the caller gave that).  Must be called inside
+ * QueueSpiBegin.
  */
 QueueInfo *
 QueueCheckTablePrivilege(int32 qno, bool lease_table, AclMode mode)
@@ -255,7 +254,11 @@ QueueCheckTablePrivilege(int32 qno, bool lease_table, AclMode mode)
 	if (!OidIsValid(relid))
 		QueueErrorNoQueueNumber(qno);
 	if (pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue number %d", qno),
+				 errdetail("It needs privileges on the queue's %s table.", lease_table ? "lease" : "job"),
+				 errhint("Use the queue's functions, with the privileges queue.grant() gives.")));
 	return q;
 }
 

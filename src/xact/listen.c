@@ -17,7 +17,8 @@
  *
  * LISTEN on a queue's channel needs the consume or the read privilege on
  * the queue: a notification carries nothing, but its timing tells when
- * the queue's jobs become claimable.
+ * the queue's jobs become claimable.  (A LISTEN that was allowed stays
+ * after a revoke, until the session ends or UNLISTENs.)
  *
  *-------------------------------------------------------------------------
  */
@@ -174,11 +175,19 @@ check_may_listen(const char *channel)
 	const char *name = channel + strlen(CHANNEL_PREFIX);
 	QueueInfo  *q;
 
-	if (!QueueExtensionPresent() || !QueueNameValid(name))
+	if (!QueueExtensionPresent() || !QueueNameValid(name) || superuser())
 		return;
 	QueueSpiBegin();
 	q = QueueLookupByNameIfExists(cstring_to_text(name));
-	if (q != NULL && !q->legacy_acl && !QueueMay(q, GetUserId(), QUEUE_CONSUME | QUEUE_READ))
+	/* (one that listened before the queue was made would hear it after) */
+	if (q == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to listen on channel \"%s\"", channel),
+				 errdetail("There is no queue \"%s\": only superusers may listen on the channel of a queue not made yet.",
+						   name),
+				 errhint("LISTEN once the queue exists.")));
+	if (!q->legacy_acl && !QueueMay(q, GetUserId(), QUEUE_CONSUME | QUEUE_READ))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to listen on channel \"%s\"", channel),

@@ -8,7 +8,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(132);
+SELECT plan(133);
 
 SELECT queue.create('ac_a');
 SELECT queue.create('ac_b', max_attempts => 1);
@@ -94,7 +94,9 @@ SELECT throws_ok($$SELECT queue.grant('ac_b', 'ac_alice', 'read')$$, '42501', NU
 SELECT throws_ok($$SELECT queue.revoke('ac_b', 'ac_alice', 'read')$$, '42501', NULL, 'revoke on ac_b: 42501');
 SELECT throws_ok($$LISTEN queue_ac_b$$, '42501', NULL, 'LISTEN on ac_b''s channel: 42501');
 SELECT lives_ok($$LISTEN queue_ac_a$$, 'LISTEN on ac_a''s channel');
-SELECT lives_ok($$LISTEN queue_no_such_queue$$, 'a channel no queue has is anyone''s');
+SELECT throws_ok($$LISTEN queue_no_such_queue$$, '42501', NULL,
+                 'nor on the channel of a queue not made yet (it would hear the queue once made)');
+SELECT lives_ok($$LISTEN not_a_queue_channel$$, 'other channels are anyone''s');
 UNLISTEN *;
 
 -- the views show nothing of ac_b
