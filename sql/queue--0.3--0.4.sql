@@ -2,6 +2,16 @@
 
 \echo Use "ALTER EXTENSION queue UPDATE TO '0.4'" to load this file. \quit
 
+-- A queue's owner may update its row (queue.alter runs as the owner):
+-- what queue._check_options allows, the table holds to as well.
+ALTER TABLE queue.queue_config ADD CONSTRAINT queue_config_options CHECK (
+    max_attempts BETWEEN 1 AND 1000
+    AND lease > interval '0' AND lease <= interval '7 days'
+    AND backoff_base >= interval '0' AND backoff_base <= interval '1 year'
+    AND backoff_max >= backoff_base AND backoff_max <= interval '1 year'
+    AND retention >= interval '0'
+    AND (max_running IS NULL OR max_running BETWEEN 1 AND 100000));
+
 /*
  * Privileges on queues (queue.grant): a role with one of them uses the
  * queue through the API, which works on the queue's tables as their owner

@@ -8,7 +8,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(133);
+SELECT plan(135);
 
 SELECT queue.create('ac_a');
 SELECT queue.create('ac_b', max_attempts => 1);
@@ -302,6 +302,10 @@ INSERT INTO queue.q_ac_c (id, rank, run_at, enqueued_at, state, priority, attemp
 VALUES (999000000 + :b_qno, 1, now(), now(), 'ready', 100, 0, '{"fake": true}');
 INSERT INTO queue.l_ac_c (lease, lease_until, claimed_at, ids, attempts)
 VALUES (998000000 + :b_qno, now() + interval '10 years', now(), ARRAY[:b_ready]::bigint[], '{0}');
+SELECT throws_ok($$UPDATE queue.queue_config SET max_attempts = 0 WHERE name = 'ac_c'$$, '23514', NULL,
+                 'its owner may update its queue''s settings by hand, but only to what queue.alter allows');
+SELECT throws_ok($$UPDATE queue.queue_config SET retention = '-5 days' WHERE name = 'ac_c'$$, '23514', NULL,
+                 'a negative retention neither');
 RESET ROLE;
 SELECT is((SELECT count(*)::int FROM queue.jobs WHERE queue = 'ac_b' AND payload ? 'fake'), 0,
           'queue.jobs does not list the row of ac_c''s table as a job of ac_b');
