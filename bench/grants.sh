@@ -33,7 +33,7 @@ SQL
 PAYLOAD='{"to": "someone@example.com", "subject": "hello", "body": "a payload of about a hundred bytes"}'
 echo "SELECT queue.enqueue('q', :p::jsonb);" >"$TMP/enqueue.sql"
 echo "SELECT queue.complete(id) FROM queue.claim('q', 1);" >"$TMP/claim1.sql"
-echo "SELECT queue.complete(array_agg(id)) FROM queue.claim('q', 10);" >"$TMP/claim10.sql"
+echo "SELECT queue.complete(coalesce(array_agg(id), '{}')) FROM queue.claim('q', 10);" >"$TMP/claim10.sql"
 chmod 644 "$TMP"/*.sql
 
 # tps of script $1 as role $2
@@ -41,9 +41,10 @@ tps() {
 	"$PGBIN/pgbench" -n -M prepared -c 4 -j 2 -T "$SECONDS_PER" -f "$TMP/$1.sql" -D "p=$PAYLOAD" -U "$2" postgres |
 		sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
+# $1 jobs ready (more than a cell's clients take in SECONDS_PER)
 backlog() {
 	q -c "TRUNCATE queue.q_q" -c "VACUUM queue.q_q" >/dev/null
-	q -v p="$PAYLOAD" -c "SELECT count(*) FROM queue.enqueue_batch('q', array_fill(:'p'::jsonb, ARRAY[400000]))" >/dev/null
+	echo "SELECT count(*) FROM queue.enqueue_batch('q', array_fill(:'p'::jsonb, ARRAY[$1]));" | q -v p="$PAYLOAD" >/dev/null
 }
 
 declare -A T
@@ -54,7 +55,10 @@ for r in $(seq "$ROUNDS"); do
 		users="postgres app"
 		[ $((r % 2)) -eq 1 ] || users="app postgres"
 		for u in $users; do
-			[ "$cell" = enqueue ] || backlog
+			case $cell in
+			claim1) backlog $((30000 * SECONDS_PER)) ;;
+			claim10) backlog $((100000 * SECONDS_PER)) ;;
+			esac
 			T[$cell,$u,$r]=$(tps "$cell" "$u")
 			echo "== round $r $cell as $u: ${T[$cell,$u,$r]} tps"
 		done

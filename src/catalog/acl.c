@@ -28,6 +28,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -87,11 +88,42 @@ QueueOwner(QueueInfo *q)
 	return q->owner;
 }
 
+/*
+ * Whether the last role asked about is a superuser.  superuser_arg() keeps
+ * one answer too, but the privilege checks the owner's work makes ask it
+ * about the owner in between, so that a role's every call missed it.
+ */
+static Oid	super_role = InvalidOid;
+static bool super_answer;
+static bool super_callback = false;
+
+static void
+forget_superuser(Datum arg, int cacheid, uint32 hashvalue)
+{
+	super_role = InvalidOid;
+}
+
+static bool
+is_superuser(Oid role)
+{
+	if (role != super_role)
+	{
+		if (!super_callback)
+		{
+			CacheRegisterSyscacheCallback(AUTHOID, forget_superuser, (Datum) 0);
+			super_callback = true;
+		}
+		super_answer = superuser_arg(role);
+		super_role = role;
+	}
+	return super_answer;
+}
+
 /* Has role any of the privileges privs on queue q (whose owner is owner)? */
 static bool
 role_may(QueueInfo *q, Oid owner, Oid role, int privs)
 {
-	if (superuser_arg(role) || (OidIsValid(owner) && has_privs_of_role(role, owner)))
+	if (is_superuser(role) || (OidIsValid(owner) && has_privs_of_role(role, owner)))
 		return true;
 	for (int i = 0; i < q->ngrants; i++)
 		if ((q->grants[i].privs & privs) != 0 && has_privs_of_role(role, q->grants[i].role))
