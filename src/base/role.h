@@ -12,10 +12,11 @@ typedef struct QueueAsRole
 {
 	Oid			save_userid;
 	int			save_sec;
-	int			save_nestlevel;
+	int			save_nestlevel; /* -1: no settings to undo */
 } QueueAsRole;
 
 extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
+extern void QueueAsRoleInScopeBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleEnd(QueueAsRole *as);
 extern Oid	QueueRelOwner(Oid relid, const char *qname);
 

@@ -14,10 +14,12 @@
  * need, and should have, no rights on the tables themselves.
  *
  * The internal SQL functions that change a queue's shared state, take its
- * locks or read its bookkeeping are executable by everyone, since the SQL
- * functions call them as their caller.  Each first checks that the queue
- * exists and that the caller has what its legitimate callers have: whoever
- * has that could upset the queue anyway, and nobody else may.  (A queue
+ * locks or read its bookkeeping are executable by everyone, since the
+ * extension's SQL calls them as whoever runs it: the queue's owner for the
+ * API and the worker, the reader for queue.stats.  Each first checks that
+ * the queue exists and that the caller has what its legitimate callers
+ * have (write privileges on the table, or read on the queue): whoever has
+ * that could upset the queue anyway, and nobody else may.  (A queue
  * unknown here would still get shared memory at commit, which anyone
  * could then fill.)
  *

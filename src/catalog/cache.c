@@ -206,15 +206,12 @@ cache_refresh(void)
 static int
 execute_as_config_owner(SPIPlanPtr plan, Datum *args)
 {
-	Oid			save_userid;
-	int			save_sec;
+	QueueAsRole as;
 	int			ret;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(QueueRelOwner(queue_config_relid, "queue_config"),
-						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(queue_config_relid, "queue_config"));
 	ret = QueueExecuteLatest(plan, args, true, 0);
-	SetUserIdAndSecContext(save_userid, save_sec);
+	QueueAsRoleEnd(&as);
 	return ret;
 }
 

@@ -91,7 +91,7 @@ change_grants(FunctionCallInfo fcinfo, const char *sql, const char *verb)
 	args[0] = Int32GetDatum(q->qno);
 	args[1] = PG_GETARG_DATUM(1);
 	args[2] = privs;
-	QueueAsRoleBegin(&as, QueueRelOwner(QueueConfigRelid(), "queue_config"));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(QueueConfigRelid(), "queue_config"));
 	ret = SPI_execute_with_args(sql, 3, types, args, NULL, false, 0);
 	QueueAsRoleEnd(&as);
 	QueueCheckSpi(ret, strncmp(sql, "INSERT", 6) == 0 ? SPI_OK_INSERT : SPI_OK_DELETE, -1,
@@ -237,7 +237,10 @@ queue_grants_changed(PG_FUNCTION_ARGS)
 
 	tup = SearchSysCache1(RELOID, arg);
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table queue.queue_grants was dropped meanwhile"),
+				 errhint("Reinstall the extension.")));
 	acl_datum = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
 	if (!isnull)
 		nacl = aclmembers(DatumGetAclP(acl_datum), &acl_roles);
@@ -278,7 +281,7 @@ queue_drop_owned(PG_FUNCTION_ARGS)
 	if (!IsA(trigdata->parsetree, DropOwnedStmt))
 		PG_RETURN_VOID();
 	QueueSpiBegin();
-	QueueAsRoleBegin(&as, QueueRelOwner(QueueConfigRelid(), "queue_config"));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(QueueConfigRelid(), "queue_config"));
 	foreach(lc, ((DropOwnedStmt *) trigdata->parsetree)->roles)
 	{
 		Datum		role = ObjectIdGetDatum(get_rolespec_oid(lfirst(lc), false));

@@ -93,7 +93,7 @@ queue_lease_claimed_at(PG_FUNCTION_ARGS)
 		QueueAsRole as;
 		int			ret;
 
-		QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+		QueueAsRoleInScopeBegin(&as, QueueRelOwner(relid, q->name));
 		ret = SPI_execute_with_args(psprintf("SELECT l.claimed_at FROM %s l, unnest(l.ids, l.attempts) u(id, attempt)"
 											 " WHERE u.id = $1 AND u.attempt = $2",
 											 quote_qualified_identifier("queue", get_rel_name(relid))),
@@ -240,7 +240,7 @@ queue_take_leases(PG_FUNCTION_ARGS)
 	 * With snapshots taken after the lock, also in REPEATABLE READ: the
 	 * leases of claims that committed meanwhile are ended too.
 	 */
-	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(relid, q->name));
 	ret = QueueExecuteSqlLatest(psprintf("SELECT array_agg(u.id) FROM %s, unnest(ids) u(id)", l), NULL, true, 1);
 	QueueAsRoleEnd(&as);
 	QueueCheckSpi(ret, SPI_OK_SELECT, 1, "read the leases", q->name);
@@ -253,7 +253,7 @@ queue_take_leases(PG_FUNCTION_ARGS)
 						SPI_OK_SELECT, -1, "lock leased jobs", q->name);
 	}
 
-	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(relid, q->name));
 	ret = QueueExecuteSqlLatest(psprintf("DELETE FROM %s RETURNING lease, ids, attempts, claimed_at, lease_until,"
 								  " owner_pid, owner_start", l), NULL, false, 0);
 	QueueAsRoleEnd(&as);

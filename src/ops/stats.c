@@ -125,22 +125,42 @@ queue_counts(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Store the counts just read (values) in shared memory, unless changes
+ * were applied since generation gen was read or the count's snapshot may
+ * predate it.
+ */
+static void
+store_counts(int32 qno, uint64 gen, const Datum *values, const bool *nulls)
+{
+	int64		counts[JS_NSTATES];
+
+	if (IsolationUsesXactSnapshot())
+		return;
+	for (int i = 0; i < JS_NSTATES; i++)
+	{
+		if (nulls[i])
+			return;
+		counts[i] = DatumGetInt64(values[i]);
+	}
+	QueueCountsSet(qno, gen, counts);
+}
+
+/*
  * queue._set_counts(qno, gen, ready, scheduled, running, dead, waiting):
- * store a recount, unless changes were applied since gen was read or the
- * count's snapshot may predate it.
+ * store a recount (store_counts).  For the queue.stats of 0.1 to 0.3;
+ * since 0.4 queue._table_stats stores its counts itself.
  */
 PG_FUNCTION_INFO_V1(queue_set_counts);
 Datum
 queue_set_counts(PG_FUNCTION_ARGS)
 {
-	int64		counts[JS_NSTATES];
+	Datum		values[JS_NSTATES];
+	bool		nulls[JS_NSTATES] = {0};
 
 	QueueCheckWriter(PG_GETARG_INT32(0));
-	if (IsolationUsesXactSnapshot())
-		PG_RETURN_VOID();
 	for (int i = 0; i < JS_NSTATES; i++)
-		counts[i] = PG_GETARG_INT64(2 + i);
-	QueueCountsSet(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1), counts);
+		values[i] = PG_GETARG_DATUM(2 + i);
+	store_counts(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1), values, nulls);
 	PG_RETURN_VOID();
 }
 
@@ -164,7 +184,7 @@ read_unlocked(QueueInfo *q, Oid owner, const char *sql, Datum *values, bool *nul
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
 	{
-		QueueAsRoleBegin(&as, owner);
+		QueueAsRoleInScopeBegin(&as, owner);
 		QueueCheckSpi(SPI_execute(sql, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
 		for (int i = 0; i <= JS_NSTATES; i++)
 		{
@@ -193,27 +213,6 @@ read_unlocked(QueueInfo *q, Oid owner, const char *sql, Datum *values, bool *nul
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
-}
-
-/*
- * Store the counts just read (values) in shared memory, unless changes
- * were applied since generation gen was read or the count's snapshot may
- * predate it.
- */
-static void
-store_counts(int32 qno, uint64 gen, const Datum *values, const bool *nulls)
-{
-	int64		counts[JS_NSTATES];
-
-	if (IsolationUsesXactSnapshot())
-		return;
-	for (int i = 0; i < JS_NSTATES; i++)
-	{
-		if (nulls[i])
-			return;
-		counts[i] = DatumGetInt64(values[i]);
-	}
-	QueueCountsSet(qno, gen, counts);
 }
 
 /*

@@ -85,7 +85,7 @@ config_statement(int32 qno, const char *sql, int expected, int nargs, Oid *types
 				 errmsg("permission denied for queue \"%s\"", q->name),
 				 errdetail("Turning the queue's archive ring needs ownership of its tables."),
 				 errhint("Only the worker, and queue.tick() run by the owner of the queue's tables, turn it.")));
-	QueueAsRoleBegin(&as, QueueRelOwner(config, q->name));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(config, q->name));
 	QueueCheckSpi(SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0),
 					expected, -1, "change the queue's configuration", q->name);
 	n = SPI_processed;

@@ -243,8 +243,6 @@ write_back(QueueInfo *q, int64 only_id)
 	int			n = 0;
 	bool		more = false;
 	Oid			userid = InvalidOid;
-	Oid			save_userid;
-	int			save_sec;
 	QueueAsRole as;
 	ListCell   *lc;
 	HeldJob   **jobs = palloc(sizeof(HeldJob *) * list_length(held));
@@ -275,21 +273,10 @@ write_back(QueueInfo *q, int64 only_id)
 	JobColumnArrays(n, values, nulls, args);
 	args[JOB_NCARRIED] = Int32GetDatum(MyProcPid);
 	args[JOB_NCARRIED + 1] = TimestampTzGetDatum(MyStartTimestamp);
-	if (userid == GetUserId() || superuser_arg(userid))
-	{
-		GetUserIdAndSecContext(&save_userid, &save_sec);
-		SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-		QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
-					  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
-		SetUserIdAndSecContext(save_userid, save_sec);
-	}
-	else
-	{
-		QueueAsRoleBegin(&as, userid);
-		QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
-					  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
-		QueueAsRoleEnd(&as);
-	}
+	QueueAsRoleInScopeBegin(&as, userid);
+	QueueCheckSpi(SPI_execute_plan(QueueGetPlan(q, PLAN_REINSERT), args, NULL, false, 0),
+				  SPI_OK_INSERT, n, "write back claimed jobs", q->name);
+	QueueAsRoleEnd(&as);
 	QueueXactCount(q->qno, JS_NONE, JS_RUNNING, n);
 	/* the worker returns them when their lease runs out: tell it when */
 	for (int i = 0; i < n; i++)

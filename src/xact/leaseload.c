@@ -64,7 +64,7 @@ read_lease_rows(QueueInfo *q, Oid relid)
 	int			ret;
 	int			nbatches = 0;
 
-	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(relid, q->name));
 	ret = QueueExecuteSqlLatest(psprintf("SELECT l.lease, l.claimed_at, l.lease_until, u.id, u.attempt,"
 										 " l.owner_pid, l.owner_start"
 										 " FROM %s l, unnest(l.ids, l.attempts) AS u(id, attempt), %s j"

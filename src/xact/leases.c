@@ -187,7 +187,7 @@ lease_statement(QueueInfo *q, QueuePlanId which, Datum *args, long count)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("lease table of queue \"%s\" is missing", q->name),
 				 errhint("The queue's objects were changed by hand; drop and re-create the queue.")));
-	QueueAsRoleBegin(&as, QueueRelOwner(relid, q->name));
+	QueueAsRoleInScopeBegin(&as, QueueRelOwner(relid, q->name));
 	ret = SPI_execute_plan(QueueGetPlan(q, which), args, NULL, false, count);
 	QueueAsRoleEnd(&as);
 	return ret;
