@@ -35,6 +35,7 @@
 #include "utils/syscache.h"
 
 #include "base/errors.h"
+#include "base/role.h"
 #include "catalog/acl.h"
 #include "catalog/spi.h"
 
@@ -306,4 +307,16 @@ QueueTablePrivilege(QueueInfo *q, AclMode mode)
 	Oid			relid = QueueTableRelid(q);
 
 	return !OidIsValid(relid) || pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
+}
+
+/*
+ * Run the rest of the scope as the owner of the extension's tables, who
+ * installed it (a superuser then).
+ */
+void
+QueueRunAsCatalogOwner(void)
+{
+	Oid			owner = QueueRelOwner(QueueConfigRelid(), "queue_config");
+
+	QueueSpiRunAs(owner, superuser_arg(owner));
 }

@@ -32,5 +32,6 @@ extern QueueInfo *QueueWithTable(int32 qno, Oid *relid);
 extern void QueueCheckWriter(int32 qno);
 extern QueueInfo *QueueCheckTablePrivilege(int32 qno, bool lease_table, AclMode mode);
 extern bool QueueTablePrivilege(QueueInfo *q, AclMode mode);
+extern void QueueRunAsCatalogOwner(void);
 
 #endif							/* QUEUE_CATALOG_ACL_H */

@@ -27,6 +27,7 @@
 #include "catalog/acl.h"
 #include "catalog/plans.h"
 #include "catalog/spi.h"
+#include "ops/enqueue.h"
 #include "ops/groups.h"
 #include "storage/insert.h"
 #include "xact/held.h"
@@ -34,8 +35,9 @@
 
 #define DEDUP_RETRIES		10
 
-static void
-check_payload(Jsonb *payload, int index)
+/* A job's payload: a JSON object, not too large (index: in a batch, or -1). */
+void
+QueueCheckPayload(Jsonb *payload, int index)
 {
 	char		where[64] = "";
 
@@ -208,7 +210,7 @@ queue_enqueue(PG_FUNCTION_ARGS)
 
 	QueueCheckNotNull(PG_ARGISNULL(1), "payload", "Pass a JSON object, '{}' if the job needs no data.");
 	payload = PG_GETARG_JSONB_P(1);
-	check_payload(payload, -1);
+	QueueCheckPayload(payload, -1);
 	run_at = resolve_run_at(fcinfo, 2, 3, &scheduled);
 	priority = get_priority(fcinfo, 4);
 	QueueCheckKey("group_key", group_key);
@@ -279,7 +281,7 @@ batch_payloads(ArrayType *payloads, int *n)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("payload (element %d) must not be null", i + 1),
 					 errhint("Pass '{}' for a job that needs no data.")));
-		check_payload(DatumGetJsonbP(elems[i]), i);
+		QueueCheckPayload(DatumGetJsonbP(elems[i]), i);
 	}
 	return elems;
 }

@@ -33,7 +33,6 @@
 #include "utils/regproc.h"
 
 #include "base/errors.h"
-#include "base/role.h"
 #include "catalog/acl.h"
 #include "catalog/spi.h"
 
@@ -93,18 +92,6 @@ call_target(FunctionCallInfo fcinfo, MemoryContext cxt)
 }
 
 /*
- * Run the rest of the scope as the owner of the extension's tables, who
- * installed it (a superuser then).
- */
-static void
-run_as_catalog_owner(void)
-{
-	Oid			owner = QueueRelOwner(QueueConfigRelid(), "queue_config");
-
-	QueueSpiRunAs(owner, superuser_arg(owner));
-}
-
-/*
  * The front of a function on queue q: an error unless the caller has priv
  * on it (MUST_OWN: owns it); then the internal function runs as the
  * queue's owner, or, with as_catalog_owner, as the owner of the
@@ -128,7 +115,7 @@ front(FunctionCallInfo fcinfo, QueueInfo *q, int priv, int64 id, bool as_catalog
 	else
 		QueueOpen(q, priv, id);
 	if (as_catalog_owner)
-		run_as_catalog_owner();
+		QueueRunAsCatalogOwner();
 	result = call_target(fcinfo, cxt);
 	QueueSpiEnd();
 	return result;
@@ -256,7 +243,7 @@ queue_create(PG_FUNCTION_ARGS)
 	if (superuser())
 		return call_target(fcinfo, cxt);
 	QueueSpiBegin();
-	run_as_catalog_owner();
+	QueueRunAsCatalogOwner();
 	existed = !PG_ARGISNULL(0) && config_row(PG_GETARG_DATUM(0), &ours);
 	result = call_target(fcinfo, cxt);
 	if (!existed && config_row(PG_GETARG_DATUM(0), &ours) && ours)

@@ -31,6 +31,7 @@ typedef struct QueueDbSlot
 #define QUEUE_DB_NOTIFY			0x01	/* some queue has listeners to wake */
 #define QUEUE_DB_NOTIFY_ALL		0x02	/* ... and we could not tell which */
 #define QUEUE_DB_ORPHANS		0x04	/* a backend holding claims exited */
+#define QUEUE_DB_SCHEDULES		0x08	/* schedules changed: look at them again */
 
 extern Size QueueDbShmemSize(void);
 extern void QueueDbShmemInit(void);

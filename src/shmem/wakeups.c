@@ -97,3 +97,10 @@ QueueSignalClaimerExit(void)
 {
 	QueueDbWake(MyDatabaseId, QUEUE_DB_ORPHANS, 0);
 }
+
+/* A committed transaction changed schedules of this database. */
+void
+QueueSignalSchedules(void)
+{
+	QueueDbWake(MyDatabaseId, QUEUE_DB_SCHEDULES, 0);
+}

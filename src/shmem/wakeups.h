@@ -15,5 +15,6 @@ extern void QueueSignalDue(int32 qno);
 extern void QueueSignalClaimShort(int32 qno);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
+extern void QueueSignalSchedules(void);
 
 #endif							/* QUEUE_SHMEM_WAKEUPS_H */

@@ -5,11 +5,13 @@
  *	  installed, started by the launcher (worker/launcher.c).
  *
  * It sleeps until the earliest of: the next scheduled job or lease expiry
- * it knows of, queue.worker_naptime, or its latch, which committing
- * producers set when they make work ready (to send NOTIFYs,
- * worker/notify.c), schedule an earlier job, or exit while holding claims
- * (shmem/databases.c).  Then it notifies listeners first, and runs upkeep
- * (worker/upkeep.c) if something fell due.
+ * it knows of, the next tick of a schedule, queue.worker_naptime, or its
+ * latch, which committing producers set when they make work ready (to
+ * send NOTIFYs, worker/notify.c), schedule an earlier job, change
+ * schedules, or exit while holding claims (shmem/databases.c).  Then it
+ * notifies listeners first, fires the ticks that fell due
+ * (worker/schedules.c), and runs upkeep (worker/upkeep.c) if something
+ * fell due.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +33,7 @@
 #include "shmem/databases.h"
 #include "worker/notify.h"
 #include "worker/pass.h"
+#include "worker/schedules.h"
 #include "worker/upkeep.h"
 
 #define CLEANUP_INTERVAL_MS		10000
@@ -44,6 +47,8 @@ typedef struct WorkerTimes
 	TimestampTz next_upkeep;	/* upkeep falls due, 0 at once */
 	TimestampTz orphan_recheck; /* a second look for orphans, or 0 */
 	TimestampTz last_cleanup;
+	TimestampTz next_fire;		/* a schedule's tick falls due, 0 at once */
+	TimestampTz last_fire;		/* when ticks were last looked for */
 } WorkerTimes;
 
 static void
@@ -64,6 +69,8 @@ take_requests(Oid dboid, WorkerTimes *t, TimestampTz now_ts)
 
 	if (wake_at != 0 && (t->next_upkeep == 0 || wake_at < t->next_upkeep))
 		t->next_upkeep = wake_at;
+	if ((requests & QUEUE_DB_SCHEDULES) != 0)
+		t->next_fire = 0;
 	WorkerNotifyAsked(requests, now_ts);
 	if ((requests & QUEUE_DB_ORPHANS) != 0)
 	{
@@ -78,6 +85,26 @@ take_requests(Oid dboid, WorkerTimes *t, TimestampTz now_ts)
 		return true;			/* the second look sweeps every queue too */
 	}
 	return false;
+}
+
+/*
+ * Fire the ticks that fell due; false if the extension is gone.  The
+ * worker looks at every cleanup interval too, for schedules that changed
+ * without telling it (in a prepared transaction).
+ */
+static bool
+fire_if_due(WorkerTimes *t, TimestampTz now_ts)
+{
+	TimestampTz next;
+
+	if (t->next_fire != 0 && now_ts < t->next_fire &&
+		now_ts - t->last_fire < CLEANUP_INTERVAL_MS * INT64CONST(1000))
+		return true;
+	t->last_fire = now_ts;
+	if (!WorkerFireSchedules(&next))
+		return false;
+	t->next_fire = next != 0 ? next : DT_NOEND;
+	return true;
 }
 
 /* Upkeep, if it fell due; false if the extension is gone. */
@@ -107,10 +134,14 @@ static void
 sleep_until_due(Oid dboid, WorkerTimes *t)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
+	TimestampTz until = Min(t->next_upkeep, t->next_fire);
+	TimestampTz woken = QueueDbWorkerSleep(dboid, until);
 	long		timeout;
 
-	t->next_upkeep = QueueDbWorkerSleep(dboid, t->next_upkeep);
-	timeout = t->next_upkeep > now_ts ? (long) ((t->next_upkeep - now_ts + 999) / 1000) : 0;
+	/* earlier than we knew: a producer scheduled a job for then */
+	if (woken < until)
+		t->next_upkeep = woken;
+	timeout = woken > now_ts ? (long) ((woken - now_ts + 999) / 1000) : 0;
 	timeout = WorkerNotifyTimeout(timeout, now_ts);
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout, PG_WAIT_EXTENSION);
@@ -182,7 +213,8 @@ queue_db_worker_main(Datum arg)
 		 * upkeep is never more than a naptime late anyway.  Jobs that upkeep
 		 * makes ready set this latch again when its transaction commits.
 		 */
-		ok = WorkerNotify(now_ts) && upkeep_if_due(&times, orphans, now_ts);
+		ok = WorkerNotify(now_ts) && fire_if_due(&times, now_ts) &&
+			upkeep_if_due(&times, orphans, now_ts);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pass_cxt);
 		if (!ok)

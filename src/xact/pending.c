@@ -67,6 +67,9 @@ typedef struct PendingQueue
 
 static List *pending = NIL;
 
+/* whether this transaction changed schedules (queue.queue_schedules) */
+static bool schedules_changed = false;
+
 static PendingQueue *
 pending_entry(int32 qno)
 {
@@ -450,6 +453,7 @@ PendingAtPrepare(void)
 					 errhint("Commit it directly, or move the queue calls out of the prepared transaction.")));
 	}
 	pending = NIL;
+	schedules_changed = false;	/* the worker's naptime finds them */
 }
 
 void
@@ -460,6 +464,9 @@ PendingAtCommit(void)
 	foreach(lc, pending)
 		apply_commit((PendingQueue *) lfirst(lc));
 	pending = NIL;
+	if (schedules_changed)
+		QueueSignalSchedules();
+	schedules_changed = false;
 }
 
 void
@@ -470,6 +477,18 @@ PendingAtAbort(void)
 	foreach(lc, pending)
 		apply_abort((PendingQueue *) lfirst(lc));
 	pending = NIL;
+	schedules_changed = false;
+}
+
+/*
+ * This transaction changed schedules: the worker is to look at them when
+ * it commits.  (A subtransaction that rolls back leaves the flag: a look
+ * for nothing costs the worker one index probe.)
+ */
+void
+QueueXactSchedulesChanged(void)
+{
+	schedules_changed = true;
 }
 
 /* The subtransaction at level nest committed: its changes are its parent's. */

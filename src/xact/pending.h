@@ -25,6 +25,7 @@ extern void QueueXactLeased(int32 qno, TimestampTz until);
 extern void QueueXactCount(int32 qno, JobState from, JobState to, int64 n);
 extern void QueueXactRecount(int32 qno);
 extern bool QueueXactNewQueue(int32 qno);
+extern void QueueXactSchedulesChanged(void);
 
 /* what it sees of that before it commits */
 extern void QueueXactPendingCounts(int32 qno, int64 *counts);
