@@ -58,6 +58,14 @@ SELECT payload, priority FROM queue.schedules WHERE name = 'sch-hourly';
 -- ... and starts afresh when it changes
 SELECT queue.schedule('sch-hourly', 'sch_q', every => '2 hours', payload => '{"k": "hourly"}')
        > :'hourly_next' AS moved;
+-- the same for cron: the same expression and zone (in any spelling) keep it
+SELECT next_run_at AS berlin_next FROM queue.schedules WHERE name = 'sch-berlin' \gset
+SELECT queue.schedule('sch-berlin', 'sch_q', '0 9 * * *', '{"v": 2}', timezone => 'Europe/Berlin')
+       = :'berlin_next' AS kept;
+SELECT queue.schedule('sch-berlin', 'sch_q', '0 9 * * *', timezone => 'America/New_York')
+       <> :'berlin_next' AS moved;
+SELECT queue.schedule('sch-berlin', 'sch_q', '0 9 * * *', timezone => 'Europe/Berlin')
+       = :'berlin_next' AS back;
 
 -- A due tick becomes one job whose run_at is the tick.
 BEGIN;

@@ -276,7 +276,7 @@ timing_unchanged(HeapTuple row, TupleDesc desc, FunctionCallInfo fcinfo, const S
 
 	if (null_cron != PG_ARGISNULL(2) || null_every != PG_ARGISNULL(4) || null_tz)
 		return false;
-	if (!null_cron && !DatumGetBool(DirectFunctionCall2(texteq, cron, PG_GETARG_DATUM(2))))
+	if (!null_cron && strcmp(TextDatumGetCString(cron), TextDatumGetCString(PG_GETARG_DATUM(2))) != 0)
 		return false;
 	if (!null_every && !DatumGetBool(DirectFunctionCall2(interval_eq, every, PG_GETARG_DATUM(4))))
 		return false;

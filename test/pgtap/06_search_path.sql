@@ -14,7 +14,7 @@
 -- The whole file is one transaction, rolled back at the end.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(29);
+SELECT plan(35);
 
 CREATE ROLE sp_attacker NOLOGIN;
 GRANT CREATE ON SCHEMA public TO sp_attacker;
@@ -96,7 +96,18 @@ SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.pause('sp'), queue.resum
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.purge('sp_g', '{"x": 1}')$v$)$$, 'purge with a filter');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.stats$v$)$$, 'queue.stats');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.jobs, queue.archive$v$)$$, 'queue.jobs and queue.archive');
-SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.tick()$v$)$$, 'tick');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.schedule('sp-s', 'sp', '0 9 * * *', '{"a": 1}',
+                   timezone => 'Europe/Berlin', overlap => 'skip')$v$)$$, 'schedule');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.schedule('sp-s', 'sp', '0 9 * * *', '{"a": 2}',
+                   timezone => 'Europe/Berlin', overlap => 'skip')$v$)$$, 'schedule, replacing');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.pause_schedule('sp-s'), queue.resume_schedule('sp-s')$v$)$$,
+                'pause_schedule and resume_schedule');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.schedules, queue.cron_ticks('*/5 * * * *')$v$)$$,
+                'queue.schedules and cron_ticks');
+UPDATE queue.queue_schedules SET next_run_at = pg_catalog.now() - interval '1 minute' WHERE name = 'sp-s';
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.tick()$v$)$$, 'tick, firing a schedule');
+SELECT is((SELECT last_error FROM queue.schedules WHERE name = 'sp-s'), NULL, 'the tick fired without an error');
+SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.unschedule('sp-s')$v$)$$, 'unschedule');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT queue.grant('sp', 'sp_attacker', 'all')$v$)$$, 'grant');
 SELECT lives_ok($$SELECT pg_temp.victim($v$SELECT count(*) FROM queue.grants, queue.queues$v$)$$,
                 'queue.grants and queue.queues');

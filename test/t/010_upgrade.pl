@@ -17,7 +17,7 @@
 #   3. the same rows afterwards (jobs, archive, queues, stats, leases,
 #      slots, configuration, histories), and the old queues and jobs
 #      working: fencing tokens, claim order, dedup, groups, max_running,
-#      retry of the dead job, pause, tick(), drop, create, and the worker
+#      retry of the dead job, pause, tick(), a schedule, drop, create, and the worker
 #      returning expired leases of old jobs and promoting new scheduled ones;
 #   4. the upgraded extension's members identical to a fresh CREATE
 #      EXTENSION queue in another database: pg_dump --binary-upgrade
@@ -427,12 +427,21 @@ SELECT queue.create('owned');
 SELECT queue.set_owner('owned', 'upg_owner');
 SELECT queue.create('doomed');
 SELECT queue.create('expiring');
+});
+	# before 0.4 a role used a queue through privileges on its tables, which
+	# the upgrade to 0.4 translates; from 0.4 on it is given them on the queue
+	my $table_privileges = $start =~ /^0\.[123]$/;
+	$sql->($table_privileges ? q{
 GRANT USAGE ON SEQUENCE queue."q_doomed$seq" TO upg_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue.q_doomed TO upg_app;
 GRANT INSERT ON queue.a_doomed TO upg_app;
+} : q{
+SELECT queue.grant('doomed', 'upg_app', 'produce');
+SELECT queue.grant('doomed', 'upg_app', 'consume');
+SELECT queue.grant('doomed', 'upg_app', 'read');
 });
 is($sql->(q{BEGIN; SET ROLE upg_app; SELECT queue.enqueue('doomed', '{}') > 0; ROLLBACK}),
-	't', "$db: before the upgrade, the role's table privileges let it enqueue");
+	't', "$db: before the upgrade, the role's privileges let it enqueue");
 
 	my %id;
 	my $enqueue = sub {
@@ -588,7 +597,8 @@ SELECT count(*) FROM queue.claim('expiring', 2, lease => '$short s')}),
 	# ------------------------------------------------ table privileges became the queue's
 	is( $sql->(q{SELECT string_agg(queue || ':' || role || ':' || privilege, ',' ORDER BY privilege) FROM queue.grants}),
 		'doomed:upg_app:consume,doomed:upg_app:produce,doomed:upg_app:read',
-		"$db: INSERT, UPDATE and SELECT on q_doomed became produce, consume and read on doomed");
+		$table_privileges ? "$db: INSERT, UPDATE and SELECT on q_doomed became produce, consume and read on doomed"
+		: "$db: the grants on doomed stay");
 	is( $sql->(
 			q{BEGIN; SET ROLE upg_app;
 SELECT queue.enqueue('doomed', '{}') > 0;
@@ -692,6 +702,15 @@ COMMIT}),
 		"$db: queue.tick() runs over the superuser's queues");
 	is( $sql->(q{SET ROLE upg_owner; SELECT string_agg(queue, ',') FROM queue.tick(); RESET ROLE}),
 		'owned', "$db: and, run by the owner of the queue given away, over that one");
+
+	# a schedule on an old queue, fired by tick()
+	is( $sql->(
+			q{BEGIN;
+SELECT queue.schedule('upg-s', 'plain', every => '1 hour', payload => '{"s": 1}') > now();
+UPDATE queue.queue_schedules SET next_run_at = now() - interval '1 second';
+SELECT count(*) FROM queue.tick() WHERE queue = 'plain';
+SELECT count(*) FROM queue.jobs WHERE queue = 'plain' AND payload = '{"s": 1}';
+ROLLBACK}), "t\n1\n1", "$db: a schedule on an old queue fires");
 
 	# drop an old queue, create a new one
 	$sql->(q{SELECT queue.drop('doomed')});
