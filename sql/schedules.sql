@@ -101,15 +101,18 @@ COMMIT;
 SELECT queue.unschedule('sch-none'), queue.unschedule('sch-one'), queue.unschedule('sch-all');
 SELECT queue.purge('sch_other');
 
--- overlap 'skip': no new job while the last one is unfinished.
+-- overlap 'skip': no new job while the last one is unfinished.  (A job
+-- of a producer is never taken for the schedule's, whatever its keys.)
+SELECT queue.enqueue('sch_other', '{"fake": 1}', run_at => now() + interval '1 year',
+                     dedup_key => 'schedule:sch-skip') > 0 AS producer_job;
 SELECT queue.schedule('sch-skip', 'sch_other', every => '1 minute', overlap => 'skip') > now() AS scheduled;
 BEGIN;
 UPDATE queue.queue_schedules SET next_run_at = now() - interval '1 second' WHERE name = 'sch-skip';
 SELECT queue._fire_schedules() AS jobs;
 UPDATE queue.queue_schedules SET next_run_at = now() - interval '1 second' WHERE name = 'sch-skip';
 SELECT queue._fire_schedules() AS jobs;
-SELECT count(*) AS jobs FROM queue.jobs WHERE queue = 'sch_other';
-SELECT overlap_skips, last_job_id = (SELECT id FROM queue.jobs WHERE queue = 'sch_other') AS same_job
+SELECT count(*) AS jobs FROM queue.jobs WHERE queue = 'sch_other' AND dedup_key IS NULL;
+SELECT overlap_skips, last_job_id = (SELECT id FROM queue.jobs WHERE queue = 'sch_other' AND dedup_key IS NULL) AS same_job
   FROM queue.schedules WHERE name = 'sch-skip';
 COMMIT;
 SELECT queue.complete(id, attempt) AS completed FROM queue.claim('sch_other');
@@ -144,6 +147,17 @@ SELECT name, retry_at > now() AS retries_later, last_error,
   FROM queue.schedules WHERE name IN ('sch-broken', 'sch-fine') ORDER BY name;
 COMMIT;
 DROP TRIGGER refuse ON queue.q_sch_broken;
+
+-- A row that cannot be read (its time zone gone from tzdata, say) fails
+-- alone.
+BEGIN;
+SELECT queue.schedule('sch-badzone', 'sch_other', '0 9 * * *') > now() AS scheduled;
+UPDATE queue.queue_schedules SET timezone = 'Mars/Olympus', next_run_at = now() - interval '1 second'
+ WHERE name = 'sch-badzone';
+UPDATE queue.queue_schedules SET next_run_at = now() - interval '1 second' WHERE name = 'sch-fine';
+SELECT queue._fire_schedules() AS jobs;
+SELECT name, last_error FROM queue.schedules WHERE name IN ('sch-badzone', 'sch-fine') ORDER BY name;
+ROLLBACK;
 
 -- Dropping a queue drops its schedules.
 SELECT queue.drop('sch_broken');

@@ -20,9 +20,15 @@
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
 #include "utils/syscache.h"
 
 #include "base/role.h"
+#include "base/settings.h"
+
+/* how often a cancelled owner's code is cancelled again */
+#define OWNER_TIMEOUT_REPEAT_MS	100
 
 void
 QueueAsRoleBegin(QueueAsRole *as, Oid role)
@@ -78,4 +84,29 @@ QueueRelOwner(Oid relid, const char *qname)
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
 	return owner;
+}
+
+/*
+ * Bound what code of a queue's owner (a trigger on its tables) may take in
+ * the background worker: the statement timeout cancels it after
+ * queue.upkeep_timeout, and again every 100 ms in case it catches the
+ * cancel.  QueueOwnerTimeoutEnd says whether it ran that long, so that
+ * code that caught a cancel and went on still counts as too slow.
+ */
+static TimestampTz owner_code_start = 0;
+
+void
+QueueOwnerTimeoutBegin(void)
+{
+	owner_code_start = GetCurrentTimestamp();
+	enable_timeout_every(STATEMENT_TIMEOUT,
+						 TimestampTzPlusMilliseconds(owner_code_start, queue_upkeep_timeout),
+						 OWNER_TIMEOUT_REPEAT_MS);
+}
+
+bool
+QueueOwnerTimeoutEnd(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	return GetCurrentTimestamp() >= TimestampTzPlusMilliseconds(owner_code_start, queue_upkeep_timeout);
 }

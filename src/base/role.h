@@ -19,5 +19,7 @@ extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleInScopeBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleEnd(QueueAsRole *as);
 extern Oid	QueueRelOwner(Oid relid, const char *qname);
+extern void QueueOwnerTimeoutBegin(void);
+extern bool QueueOwnerTimeoutEnd(void);
 
 #endif							/* QUEUE_BASE_ROLE_H */

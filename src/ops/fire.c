@@ -34,6 +34,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timeout.h"
@@ -51,6 +52,9 @@
 #define MISSED_AFTER	(60 * USECS_PER_SEC)
 #define FIRE_PER_PASS	100
 #define RETRY_MAX_SECS	60
+#define HELD_RETRY_MS	1000	/* a due schedule another transaction holds */
+#define PASS_BUDGET_MS	200		/* the worker's pass commits after this */
+#define FIRE_TOO_LONG	"firing the tick took longer than queue.upkeep_timeout"
 
 typedef enum CatchUp
 {
@@ -63,8 +67,12 @@ typedef enum CatchUp
 typedef struct DueSchedule
 {
 	Datum		name;			/* text */
-	QueueInfo  *q;
-	ScheduleTiming timing;
+	int32		qno;
+	QueueInfo  *q;				/* looked up when it fires */
+	Datum		cron;			/* text, or 0 */
+	Datum		every;			/* interval, or 0 */
+	Datum		timezone;		/* text */
+	ScheduleTiming timing;		/* made of them when it fires */
 	Datum		payload;		/* jsonb */
 	int32		priority;
 	Datum		group_key;		/* text, or 0 */
@@ -135,19 +143,25 @@ plan_ticks(DueSchedule *s, TimestampTz now_ts)
 	s->next = t;
 }
 
-/* The due schedule in row of the due-schedules query. */
+/*
+ * The due schedule in row of the due-schedules query, as it is: what
+ * could fail (its queue, its timing) is made of it when it fires, so that
+ * one bad row fails alone.
+ */
 static void
 read_due(HeapTuple row, TupleDesc desc, DueSchedule *s)
 {
 	bool		isnull;
-	Datum		cron = SPI_getbinval(row, desc, 3, &isnull);
-	bool		no_cron = isnull;
-	Datum		every = SPI_getbinval(row, desc, 4, &isnull);
 
 	s->name = SPI_getbinval(row, desc, 1, &isnull);
-	s->q = QueueLookupByQno(DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull)), false);
-	ScheduleTimingMake(no_cron ? NULL : TextDatumGetCString(cron), isnull ? NULL : DatumGetIntervalP(every),
-					   TextDatumGetCString(SPI_getbinval(row, desc, 5, &isnull)), &s->timing);
+	s->qno = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	s->cron = SPI_getbinval(row, desc, 3, &isnull);
+	if (isnull)
+		s->cron = (Datum) 0;
+	s->every = SPI_getbinval(row, desc, 4, &isnull);
+	if (isnull)
+		s->every = (Datum) 0;
+	s->timezone = SPI_getbinval(row, desc, 5, &isnull);
 	s->payload = SPI_getbinval(row, desc, 6, &isnull);
 	s->priority = DatumGetInt32(SPI_getbinval(row, desc, 7, &isnull));
 	s->group_key = SPI_getbinval(row, desc, 8, &isnull);
@@ -178,14 +192,14 @@ saved_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 	return *plan;
 }
 
-/* Enqueue the job of one tick; returns its id (an earlier one's, deduplicated). */
+/* Enqueue the job of one tick; returns its id. */
 static int64
 enqueue_tick(DueSchedule *s, TimestampTz tick)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[6] = {TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6] = "      ";
+	Oid			types[5] = {TEXTOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = "     ";
 	bool		isnull;
 
 	values[0] = CStringGetTextDatum(s->q->name);
@@ -194,14 +208,34 @@ enqueue_tick(DueSchedule *s, TimestampTz tick)
 	values[3] = Int32GetDatum(s->priority);
 	values[4] = s->group_key;
 	nulls[4] = s->group_key != 0 ? ' ' : 'n';
-	/* overlap 'skip': while the schedule's last job is unfinished, it holds the key */
-	values[5] = s->skip_overlap ?
-		CStringGetTextDatum(psprintf("schedule:%s", TextDatumGetCString(s->name))) : (Datum) 0;
-	nulls[5] = s->skip_overlap ? ' ' : 'n';
-	QueueCheckSpi(SPI_execute_plan(saved_plan(&plan, "SELECT queue.enqueue($1, $2, $3, NULL, $4, $5, $6)",
-											  6, types), values, nulls, false, 1),
+	QueueCheckSpi(SPI_execute_plan(saved_plan(&plan, "SELECT queue.enqueue($1, $2, $3, NULL, $4, $5)",
+											  5, types), values, nulls, false, 1),
 				  SPI_OK_SELECT, 1, "enqueue a schedule's job", s->q->name);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Whether s's last job is unfinished (not done, cancelled or dead): a row
+ * of its queue's table in another state.  Read as the queue's owner, in
+ * the table itself: nothing a producer can enqueue makes it so.
+ */
+static bool
+last_job_unfinished(DueSchedule *s)
+{
+	Oid			type = INT8OID;
+	Datum		value = Int64GetDatum(s->last_job_id);
+	QueueAsRole as;
+	char	   *table = psprintf("q_%s", s->q->name);
+
+	if (s->last_job_id == 0)
+		return false;
+	QueueAsRoleInScopeBegin(&as, QueueOwner(s->q));
+	QueueCheckSpi(SPI_execute_with_args(psprintf("SELECT FROM queue.%s WHERE id = $1 AND state <> 'dead'",
+												 quote_identifier(table)),
+										1, &type, &value, NULL, true, 1),
+				  SPI_OK_SELECT, -1, "look up a schedule's last job", s->q->name);
+	QueueAsRoleEnd(&as);
+	return SPI_processed == 1;
 }
 
 /* Run a statement on the schedules' table, as its owner. */
@@ -230,16 +264,14 @@ fire_ticks(DueSchedule *s)
 
 	for (int i = 0; i < s->nticks; i++)
 	{
-		int64		id = enqueue_tick(s, s->ticks[i]);
-
-		if (s->skip_overlap && id == s->last_job_id)
-			skips++;
-		else
+		if (s->skip_overlap && last_job_unfinished(s))
 		{
-			s->last_job_id = id;
-			last_run = s->ticks[i];
-			jobs++;
+			skips++;
+			continue;
 		}
+		s->last_job_id = enqueue_tick(s, s->ticks[i]);
+		last_run = s->ticks[i];
+		jobs++;
 	}
 	values[0] = s->name;
 	values[1] = TimestampTzGetDatum(s->next);
@@ -266,8 +298,9 @@ fire_failed(DueSchedule *s, ErrorData *edata)
 	int			secs = s->failures >= 6 ? RETRY_MAX_SECS : Min(1 << s->failures, RETRY_MAX_SECS);
 
 	ereport(WARNING,
-			(errmsg("could not fire schedule \"%s\" of queue \"%s\": %s", TextDatumGetCString(s->name),
-					s->q->name, edata->message),
+			(errmsg("could not fire schedule \"%s\" of queue %s: %s", TextDatumGetCString(s->name),
+					s->q != NULL ? psprintf("\"%s\"", s->q->name) : psprintf("number %d", s->qno),
+					edata->message),
 			 errhint("Its tick is tried again in %d s; queue.schedules shows the error.", secs)));
 	values[0] = s->name;
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp() + secs * USECS_PER_SEC);
@@ -278,11 +311,11 @@ fire_failed(DueSchedule *s, ErrorData *edata)
 }
 
 /*
- * Fire s in a subtransaction; the worker bounds the time the queue
- * owner's code (triggers on its tables) may take, as in its upkeep.
+ * Fire s's due ticks, in a subtransaction; the worker bounds the time the
+ * queue owner's code (triggers on its tables) may take, as in its upkeep.
  */
 static int
-fire_one(DueSchedule *s, bool from_worker)
+fire_one(DueSchedule *s, bool from_worker, TimestampTz now_ts)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -294,11 +327,18 @@ fire_one(DueSchedule *s, bool from_worker)
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
 	{
+		s->q = QueueLookupByQno(s->qno, false);
+		ScheduleTimingMake(s->cron != 0 ? TextDatumGetCString(s->cron) : NULL,
+						   s->every != 0 ? DatumGetIntervalP(s->every) : NULL,
+						   TextDatumGetCString(s->timezone), &s->timing);
+		plan_ticks(s, now_ts);
 		if (from_worker)
-			enable_timeout_after(STATEMENT_TIMEOUT, queue_upkeep_timeout);
+			QueueOwnerTimeoutBegin();
 		jobs = fire_ticks(s);
-		if (from_worker)
-			disable_timeout(STATEMENT_TIMEOUT, false);
+		if (from_worker && QueueOwnerTimeoutEnd())
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg(FIRE_TOO_LONG)));
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(outer);
 		CurrentResourceOwner = oldowner;
@@ -316,6 +356,8 @@ fire_one(DueSchedule *s, bool from_worker)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(outer);
 		CurrentResourceOwner = oldowner;
+		if (from_worker && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			edata->message = pstrdup(FIRE_TOO_LONG);
 		fire_failed(s, edata);
 		FreeErrorData(edata);
 	}
@@ -372,50 +414,76 @@ lock_due(int limit, Datum qnos, TimestampTz now_ts)
 	return SPI_tuptable;
 }
 
-/* When the next schedule falls due: 0 if none does. */
+/*
+ * When to look at the schedules again, after a pass that started at
+ * now_ts: when the next falls due (0 if none does), or, if one is due
+ * still (*due_left: another transaction holds its row, as an open
+ * queue.tick() or pause_schedule() does, or it has more ticks to catch
+ * up), a while from now rather than at once.
+ */
 static TimestampTz
-next_due(void)
+next_look(TimestampTz now_ts, bool *due_left)
 {
 	static SPIPlanPtr plan = NULL;
+	Oid			type = TIMESTAMPTZOID;
+	Datum		value = TimestampTzGetDatum(now_ts);
 	bool		isnull;
-	Datum		d;
+	Datum		later;
 
-	as_table_owner(saved_plan(&plan, "SELECT min(coalesce(retry_at, next_run_at)) FROM queue.queue_schedules"
-							  " WHERE NOT paused", 0, NULL), NULL, NULL, SPI_OK_SELECT);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull || TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)) ? 0 : DatumGetTimestampTz(d);
+	as_table_owner(saved_plan(&plan,
+							  "SELECT (SELECT min(coalesce(retry_at, next_run_at)) FROM queue.queue_schedules"
+							  "         WHERE NOT paused AND coalesce(retry_at, next_run_at) > $1),"
+							  " EXISTS (SELECT FROM queue.queue_schedules"
+							  "          WHERE NOT paused AND coalesce(retry_at, next_run_at) <= $1)",
+							  1, &type), &value, NULL, SPI_OK_SELECT);
+	later = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull || TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(later)))
+		later = (Datum) 0;
+	*due_left = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (*due_left)
+	{
+		TimestampTz retry = now_ts + HELD_RETRY_MS * INT64CONST(1000);
+
+		if (later == 0 || retry < DatumGetTimestampTz(later))
+			return retry;
+	}
+	return DatumGetTimestampTz(later);
 }
 
 /*
  * Fire the due ticks of up to limit schedules (not from the worker: of
- * the queues the caller may produce into).  Returns how many schedules
- * were due; *jobs counts the jobs enqueued, and *next is when the next
- * schedule falls due (0: none is known).
+ * the queues the caller may produce into).  Returns whether to go on at
+ * once: more may be due, or the worker's pass ran out of time.  *jobs
+ * counts the jobs enqueued, *next is when to look again (0: no schedule is
+ * due ever).
  */
-int
+bool
 QueueFireSchedules(int limit, bool from_worker, int64 *jobs, TimestampTz *next)
 {
 	SPITupleTable *due;
 	Oid			caller = GetUserId();
 	TimestampTz now_ts = GetCurrentTimestamp();
 	int			ndue;
+	int			nfired = 0;
+	bool		due_left;
 
 	*next = 0;
 	if (!OidIsValid(QueueSchedulesRelid()))
-		return 0;				/* the installed SQL is older than 0.5 */
+		return false;			/* the installed SQL is older than 0.5 */
 	QueueSpiBegin();
 	due = lock_due(limit, from_worker || superuser_arg(caller) ? 0 : producible_queues(caller), now_ts);
 	ndue = (int) due->numvals;
 	firing = true;
 	PG_TRY();
 	{
-		for (int i = 0; i < ndue; i++)
+		/* the worker commits what it fired once a pass has taken long */
+		while (nfired < ndue &&
+			   (!from_worker || GetCurrentTimestamp() - now_ts < PASS_BUDGET_MS * INT64CONST(1000)))
 		{
 			DueSchedule *s = palloc0(sizeof(DueSchedule));
 
-			read_due(due->vals[i], due->tupdesc, s);
-			plan_ticks(s, now_ts);
-			*jobs += fire_one(s, from_worker);
+			read_due(due->vals[nfired++], due->tupdesc, s);
+			*jobs += fire_one(s, from_worker, now_ts);
 			pfree(s);
 		}
 	}
@@ -424,9 +492,10 @@ QueueFireSchedules(int limit, bool from_worker, int64 *jobs, TimestampTz *next)
 		firing = false;
 	}
 	PG_END_TRY();
-	*next = next_due();
+	*next = next_look(now_ts, &due_left);
 	QueueSpiEnd();
-	return ndue;
+	/* due ones left after a pass that fired some may be ours to go on with */
+	return nfired < ndue || ndue == limit || (due_left && ndue > 0);
 }
 
 /*
@@ -440,8 +509,12 @@ queue_fire_schedules(PG_FUNCTION_ARGS)
 	int64		jobs = 0;
 	TimestampTz next;
 
-	while (QueueFireSchedules(SCHEDULES_PER_PASS, false, &jobs, &next) == SCHEDULES_PER_PASS)
+	while (QueueFireSchedules(SCHEDULES_PER_PASS, false, &jobs, &next))
 		CHECK_FOR_INTERRUPTS();
+	/* a tick fired in a transaction that commits asynchronously could be fired again */
+	if (jobs > 0 && synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
+		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 	PG_RETURN_INT64(jobs);
 }
 

@@ -7,8 +7,9 @@
  * A schedule is a row of queue.queue_schedules, a table of the extension
  * (dumped with its data) that no role but its owner may touch: the
  * functions here check the caller's privilege on the schedule's queue
- * (manage, as for the queue's other settings) and then work on the table
- * as its owner.  Its ticks are fired by ops/fire.c.  A schedule's name is
+ * (manage, as for the queue's other settings, and for making one also
+ * produce, since its ticks are jobs) and then work on the table as its
+ * owner.  Its ticks are fired by ops/fire.c.  A schedule's name is
  * its key across queues; replacing one on another queue needs manage on
  * both.
  *
@@ -284,18 +285,22 @@ timing_unchanged(HeapTuple row, TupleDesc desc, FunctionCallInfo fcinfo, const S
 }
 
 /*
- * The row of schedule name, locked: its queue number (0 if there is none)
- * and, if wanted, its tuple.
+ * The row of schedule name: its queue number (0 if there is none) and, if
+ * wanted, its tuple; with lock, locked.  A row is locked only once the
+ * caller was found to have a privilege on its queue: a lock held by
+ * someone without one would keep the schedule from firing.
  */
 static int32
-lock_schedule(const char *name, HeapTuple *row, TupleDesc *desc)
+find_schedule(const char *name, bool lock, HeapTuple *row, TupleDesc *desc)
 {
 	Oid			type = TEXTOID;
 	Datum		value = CStringGetTextDatum(name);
 	bool		isnull;
 
-	check_spi(SPI_execute_with_args("SELECT qno, cron, every, timezone, next_run_at FROM queue.queue_schedules"
-									" WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	check_spi(SPI_execute_with_args(lock ?
+									"SELECT qno, cron, every, timezone, next_run_at FROM queue.queue_schedules"
+									" WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
+									"SELECT qno FROM queue.queue_schedules WHERE name OPERATOR(pg_catalog.=) $1",
 									1, &type, &value, NULL, false, 1), SPI_OK_SELECT, "look up a schedule");
 	if (SPI_processed == 0)
 		return 0;
@@ -338,23 +343,27 @@ queue_schedule(PG_FUNCTION_ARGS)
 	check_schedule_args(fcinfo, &timing);
 	QueueSpiBegin();
 	q = QueueLookupByName(PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1));
+	/* its ticks are jobs the caller makes the queue take */
+	QueueOpen(q, QUEUE_PRODUCE, 0);
 	QueueOpen(q, QUEUE_MANAGE, 0);
 	QueueRunAsCatalogOwner();
-	/* a concurrent insert of the same name: the second look finds its row */
-	for (int i = 0; next == 0 && i < 2; i++)
+	/* a concurrent change of the same name: the next look finds its row */
+	for (int i = 0; next == 0 && i < 3; i++)
 	{
 		HeapTuple	row;
 		TupleDesc	desc;
-		int32		old_qno = lock_schedule(name, &row, &desc);
+		int32		old_qno = find_schedule(name, false, NULL, NULL);
 		bool		same = false;
 		TimestampTz old_next = 0;
 
+		if (old_qno != 0 && old_qno != q->qno)
+			check_may_replace(name, old_qno);
+		if (old_qno != 0 && find_schedule(name, true, &row, &desc) != old_qno)
+			continue;
 		if (old_qno != 0)
 		{
 			bool		isnull;
 
-			if (old_qno != q->qno)
-				check_may_replace(name, old_qno);
 			same = timing_unchanged(row, desc, fcinfo, &timing);
 			old_next = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull));
 		}
@@ -384,7 +393,7 @@ open_schedule(FunctionCallInfo fcinfo, bool missing_ok)
 	QueueInfo  *q = NULL;
 
 	QueueRunAsCatalogOwner();
-	qno = lock_schedule(name, NULL, NULL);
+	qno = find_schedule(name, false, NULL, NULL);
 	if (qno != 0)
 		q = QueueLookupByQno(qno, true);
 	if (q == NULL || !QueueMay(q, QueueSpiCaller(), QUEUE_READ | QUEUE_MANAGE))
@@ -402,6 +411,9 @@ open_schedule(FunctionCallInfo fcinfo, bool missing_ok)
 				 errmsg("permission denied for schedule \"%s\"", name),
 				 errdetail("Its queue is \"%s\"; changing its schedules needs the manage privilege.", q->name),
 				 errhint("The queue's owner can give it with queue.grant('%s', role, 'manage').", q->name)));
+	/* moved to another queue meanwhile: look again */
+	if (find_schedule(name, true, NULL, NULL) != qno)
+		return open_schedule(fcinfo, missing_ok);
 	return qno;
 }
 
@@ -482,8 +494,8 @@ queue_resume_schedule(PG_FUNCTION_ARGS)
 	next = DatumGetTimestampTz(SPI_getbinval(row, desc, 4, &isnull[3]));
 	if (DatumGetBool(SPI_getbinval(row, desc, 5, &isnull[3])) && next <= now_ts)
 		next = ScheduleTickAfter(&timing, next, now_ts);
-	check_spi(SPI_execute_with_args("UPDATE queue.queue_schedules SET paused = false, next_run_at = $2,"
-									" retry_at = NULL WHERE name OPERATOR(pg_catalog.=) $1",
+	check_spi(SPI_execute_with_args("UPDATE queue.queue_schedules SET paused = false, next_run_at = $2"
+									" WHERE name OPERATOR(pg_catalog.=) $1",
 									2, (Oid[]) {TEXTOID, TIMESTAMPTZOID},
 									(Datum[]) {value, TimestampTzGetDatum(next)}, NULL, false, 0),
 			  SPI_OK_UPDATE, "change a schedule");

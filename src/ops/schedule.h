@@ -32,6 +32,6 @@ extern Oid	QueueSchedulesRelid(void);
 /* fire.c */
 #define SCHEDULES_PER_PASS	1000	/* schedules one transaction fires at most */
 
-extern int	QueueFireSchedules(int limit, bool from_worker, int64 *jobs, TimestampTz *next);
+extern bool QueueFireSchedules(int limit, bool from_worker, int64 *jobs, TimestampTz *next);
 
 #endif							/* QUEUE_OPS_SCHEDULE_H */

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -50,6 +51,27 @@ typedef struct WorkerTimes
 	TimestampTz next_fire;		/* a schedule's tick falls due, 0 at once */
 	TimestampTz last_fire;		/* when ticks were last looked for */
 } WorkerTimes;
+
+/*
+ * SIGTERM: leave after the pass, or, in the middle of one, at once (the
+ * transaction rolls back): a pass may be running code of a queue's owner,
+ * which must not keep the server from shutting down by catching the
+ * statement timeout's cancels.
+ */
+static void
+worker_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (IsTransactionState())
+	{
+		ProcDiePending = true;
+		InterruptPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
 
 static void
 db_worker_exit(int code, Datum arg)
@@ -184,7 +206,7 @@ queue_db_worker_main(Datum arg)
 	MemoryContext pass_cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, worker_sigterm);
 	pqsignal(SIGINT, upkeep_timeout_handler);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);

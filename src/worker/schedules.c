@@ -27,7 +27,7 @@
 bool
 WorkerFireSchedules(TimestampTz *next)
 {
-	int			ndue;
+	bool		more;
 	int64		jobs = 0;
 
 	do
@@ -36,8 +36,8 @@ WorkerFireSchedules(TimestampTz *next)
 			return false;
 		(void) set_config_option("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE,
 								 GUC_ACTION_LOCAL, true, 0, false);
-		ndue = QueueFireSchedules(SCHEDULES_PER_PASS, true, &jobs, next);
+		more = QueueFireSchedules(SCHEDULES_PER_PASS, true, &jobs, next);
 		WorkerPassEnd();
-	} while (ndue == SCHEDULES_PER_PASS && !ShutdownRequestPending);
+	} while (more && !ShutdownRequestPending);
 	return true;
 }

@@ -142,9 +142,12 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 
 			QueueAsRoleBegin(&as, owner);
 			/* the owner's code on its tables (triggers) must not stall the pass */
-			enable_timeout_after(STATEMENT_TIMEOUT, queue_upkeep_timeout);
+			QueueOwnerTimeoutBegin();
 			check_select(SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
-			disable_timeout(STATEMENT_TIMEOUT, false);
+			if (QueueOwnerTimeoutEnd())
+				ereport(ERROR,
+						(errcode(ERRCODE_QUERY_CANCELED),
+						 errmsg("upkeep took longer than queue.upkeep_timeout")));
 			if (SPI_processed == 1)
 			{
 				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

@@ -1,5 +1,6 @@
 -- 08_schedules.sql: the API of periodic jobs, and who may do what with
--- schedules.  Changing a schedule needs manage on its queue; a role that
+-- schedules.  Changing a schedule needs manage on its queue (making one
+-- produce too: its ticks are jobs); a role that
 -- may read the queue sees its schedules but may not change them, and to
 -- a role with no privilege on it they do not exist.  queue.tick() by a
 -- role fires only the schedules of queues it may produce into.
@@ -8,7 +9,7 @@
 -- never sees these schedules).
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(36);
+SELECT plan(38);
 
 SELECT has_function('queue', 'schedule',
     ARRAY['text', 'text', 'text', 'jsonb', 'interval', 'text', 'integer', 'text', 'text', 'text']);
@@ -34,14 +35,27 @@ CREATE ROLE sc_reader NOLOGIN;
 CREATE ROLE sc_producer NOLOGIN;
 CREATE ROLE sc_nobody NOLOGIN;
 SELECT queue.grant('sc_a', 'sc_manager', 'manage');
+CREATE ROLE sc_manage_only NOLOGIN;
+SELECT queue.grant('sc_a', 'sc_manage_only', 'manage');
+SELECT queue.grant('sc_a', 'sc_manager', 'produce');
 SELECT queue.grant('sc_a', 'sc_reader', 'read');
 SELECT queue.grant('sc_a', 'sc_producer', 'produce');
 SELECT queue.schedule('sc-b', 'sc_b', '0 3 * * *', '{"secret": 1}');
 
 /* ------------------------------------------------ a role with manage */
 
+SET LOCAL ROLE sc_manage_only;
+SELECT throws_ok($$SELECT queue.schedule('sc-m', 'sc_a', every => '1 second', payload => '{"x": 1}')$$, '42501',
+    'permission denied for queue "sc_a"', 'manage alone may not make a schedule: its ticks enqueue');
+RESET ROLE;
+SELECT queue.schedule('sc-m', 'sc_a', every => '1 hour');
+SET LOCAL ROLE sc_manage_only;
+SELECT lives_ok($$SELECT queue.pause_schedule('sc-m')$$, 'but may pause one');
+RESET ROLE;
+SELECT queue.unschedule('sc-m');
+
 SET LOCAL ROLE sc_manager;
-SELECT lives_ok($$SELECT queue.schedule('sc-a', 'sc_a', every => '1 hour')$$, 'manage may schedule');
+SELECT lives_ok($$SELECT queue.schedule('sc-a', 'sc_a', every => '1 hour')$$, 'manage and produce may schedule');
 SELECT lives_ok($$SELECT queue.pause_schedule('sc-a')$$, 'and pause');
 SELECT ok((SELECT paused FROM queue.schedules WHERE name = 'sc-a'), 'paused');
 SELECT lives_ok($$SELECT queue.resume_schedule('sc-a')$$, 'and resume');

@@ -8,7 +8,9 @@
 # stayed scheduled, and its listeners heard nothing, for as long as the
 # owner liked (found by an attacker's review).  Now a queue's upkeep lasts
 # at most queue.upkeep_timeout: the worker logs that it skipped so_slow,
-# goes on, and so_fast's job is promoted when it falls due.
+# goes on, and so_fast's job is promoted when it falls due.  The same
+# holds for the ticks of schedules, also when the owner's code catches the
+# cancel.
 
 use strict;
 use warnings;
@@ -75,6 +77,42 @@ $node->safe_psql('postgres', q{SET lock_timeout = '5s'; DROP TRIGGER so_stall ON
 ok( defined poll_for($node, 'postgres',
 		q{SELECT state FROM queue.jobs WHERE queue = 'so_slow'}, 'ready', 10),
 	"once the trigger is gone, so_slow's job is promoted too");
+
+# A trigger that catches the cancel and goes on sleeping: a schedule's
+# tick, which enqueues into so_slow, counts as having taken too long
+# (it used to go through, 3 s late, holding up the other schedules), and
+# the other schedule, on so_fast, ticks on meanwhile.
+$node->safe_psql(
+	'postgres', q{
+SET ROLE so_owner;
+CREATE FUNCTION public.so_swallow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        PERFORM pg_sleep(1000000);
+    EXCEPTION WHEN query_canceled THEN
+        PERFORM pg_sleep(3);
+    END;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER so_swallow BEFORE INSERT ON queue.q_so_slow FOR EACH ROW EXECUTE FUNCTION public.so_swallow();
+RESET ROLE;
+SELECT queue.schedule('so-slow', 'so_slow', every => '1 second');
+SELECT queue.schedule('so-fast', 'so_fast', every => '1 second');
+});
+ok( defined poll_for($node, 'postgres',
+		q{SELECT last_error FROM queue.schedules WHERE name = 'so-slow'},
+		'firing the tick took longer than queue.upkeep_timeout', 20),
+	"a tick of so_slow's schedule whose trigger catches the cancel fails");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM queue.jobs WHERE queue = 'so_slow'}),
+	'1', 'and enqueues nothing (the one job is the scheduled one from before)');
+sleep 4;
+my ($fast_ticks, $fast_late) = split /\|/, $node->safe_psql('postgres',
+	q{SELECT count(*), max(enqueued_at - run_at) < interval '1 second' FROM queue.jobs
+	   WHERE queue = 'so_fast' AND run_at > now() - interval '4 seconds'});
+ok($fast_ticks >= 3 && $fast_late eq 't',
+	"so_fast's schedule ticks on time meanwhile ($fast_ticks jobs in 4 s, each less than 1 s late)");
+$node->safe_psql('postgres', q{SELECT queue.unschedule('so-slow'), queue.unschedule('so-fast')});
 
 settle($node);
 $node->stop;

@@ -113,6 +113,26 @@ $standby->promote;
 ok(workers_back($standby, 2, 0), 'the promoted standby runs a worker per database');
 sleep 15;
 
+# A due schedule whose row another transaction holds (an open tick(), a
+# pause_schedule() not committed) is looked at again a while later: the
+# worker used to look again at once, round and round, at 100% of a CPU.
+my $holder = QueueTestSession->new($standby, 'one', 'holder');
+$holder->query(q{BEGIN; SELECT name FROM queue.queue_schedules WHERE name = 'every-second' FOR UPDATE});
+sleep 1.5;
+my $wpid = $worker_pid->($standby, 'one');
+my $cpu = sub {
+	open my $fh, '<', "/proc/$wpid/stat" or return 0;
+	my @f = split ' ', (<$fh> =~ s/^.*\) //r);
+	return $f[11] + $f[12];
+};
+my $cpu0 = $cpu->();
+sleep 2;
+my $used = $cpu->() - $cpu0;
+ok($used < 40, "the worker waits while a due schedule is held ($used of 200 CPU ticks in 2 s)");
+$holder->query('COMMIT');
+$holder->close;
+sleep 3;
+
 # ------------------------------------------------- 4. one job per second
 
 for my $db ('one', 'two')
