@@ -95,18 +95,24 @@ QueueRelOwner(Oid relid, const char *qname)
  */
 static TimestampTz owner_code_start = 0;
 
+/* Whether the worker is running code of a queue's owner now. */
+volatile sig_atomic_t QueueInOwnerCode = false;
+
 void
 QueueOwnerTimeoutBegin(void)
 {
 	owner_code_start = GetCurrentTimestamp();
+	QueueInOwnerCode = true;
 	enable_timeout_every(STATEMENT_TIMEOUT,
 						 TimestampTzPlusMilliseconds(owner_code_start, queue_upkeep_timeout),
 						 OWNER_TIMEOUT_REPEAT_MS);
 }
 
+/* Ends QueueOwnerTimeoutBegin, also when the code raised an error. */
 bool
 QueueOwnerTimeoutEnd(void)
 {
+	QueueInOwnerCode = false;
 	disable_timeout(STATEMENT_TIMEOUT, false);
 	return GetCurrentTimestamp() >= TimestampTzPlusMilliseconds(owner_code_start, queue_upkeep_timeout);
 }

@@ -19,6 +19,9 @@ extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleInScopeBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleEnd(QueueAsRole *as);
 extern Oid	QueueRelOwner(Oid relid, const char *qname);
+#include <signal.h>
+
+extern volatile sig_atomic_t QueueInOwnerCode;
 extern void QueueOwnerTimeoutBegin(void);
 extern bool QueueOwnerTimeoutEnd(void);
 

@@ -37,7 +37,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "base/errors.h"
@@ -348,7 +347,7 @@ fire_one(DueSchedule *s, bool from_worker, TimestampTz now_ts)
 		ErrorData  *edata;
 
 		if (from_worker)
-			disable_timeout(STATEMENT_TIMEOUT, false);
+			(void) QueueOwnerTimeoutEnd();
 		SetUserIdAndSecContext(save_userid, save_sec);
 		MemoryContextSwitchTo(outer);
 		edata = CopyErrorData();
@@ -513,7 +512,7 @@ queue_fire_schedules(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 	/* a tick fired in a transaction that commits asynchronously could be fired again */
 	if (jobs > 0 && synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
-		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+		(void) set_config_option("synchronous_commit", "local", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
 	PG_RETURN_INT64(jobs);
 }

@@ -17,7 +17,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -30,6 +29,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "base/role.h"
 #include "base/settings.h"
 #include "shmem/databases.h"
 #include "worker/notify.h"
@@ -53,10 +53,10 @@ typedef struct WorkerTimes
 } WorkerTimes;
 
 /*
- * SIGTERM: leave after the pass, or, in the middle of one, at once (the
- * transaction rolls back): a pass may be running code of a queue's owner,
- * which must not keep the server from shutting down by catching the
- * statement timeout's cancels.
+ * SIGTERM: leave after the pass, or, while it runs code of a queue's owner
+ * (base/role.c), at once (the transaction rolls back): that code must not
+ * keep the server from shutting down by catching the statement timeout's
+ * cancels.
  */
 static void
 worker_sigterm(SIGNAL_ARGS)
@@ -64,7 +64,7 @@ worker_sigterm(SIGNAL_ARGS)
 	int			save_errno = errno;
 
 	ShutdownRequestPending = true;
-	if (IsTransactionState())
+	if (QueueInOwnerCode)
 	{
 		ProcDiePending = true;
 		InterruptPending = true;

@@ -5,9 +5,11 @@
  *	  per SCHEDULES_PER_PASS due schedules.
  *
  * The worker commits its other work asynchronously; these transactions
- * commit synchronously (and wait for synchronous standbys, if there are
- * any), so that a tick's job that a consumer may have seen does not
- * vanish in a crash or a failover, to be fired again.
+ * wait for their local flush, so that a tick's job that a consumer may
+ * have seen (and acted on, with a claim that did not wait for its own
+ * flush) does not vanish in a crash, to be fired again.  They do not wait
+ * for synchronous standbys: a consumer's commit that does waits for the
+ * WAL before it, the tick's included.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,16 +30,23 @@ bool
 WorkerFireSchedules(TimestampTz *next)
 {
 	bool		more;
+	bool		present;
 	int64		jobs = 0;
 
+	/*
+	 * Set and reset, not set for the transaction: a setting of the
+	 * worker's own level (PGC_S_OVERRIDE) made for one transaction would
+	 * become the level's value for good.
+	 */
+	SetConfigOption("synchronous_commit", "local", PGC_SUSET, PGC_S_OVERRIDE);
 	do
 	{
-		if (!WorkerPassBegin("queue: schedules"))
-			return false;
-		(void) set_config_option("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE,
-								 GUC_ACTION_LOCAL, true, 0, false);
+		present = WorkerPassBegin("queue: schedules");
+		if (!present)
+			break;
 		more = QueueFireSchedules(SCHEDULES_PER_PASS, true, &jobs, next);
 		WorkerPassEnd();
 	} while (more && !ShutdownRequestPending);
-	return true;
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	return present;
 }

@@ -26,7 +26,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "base/role.h"
@@ -166,7 +165,7 @@ upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, Upke
 	{
 		ErrorData  *edata;
 
-		disable_timeout(STATEMENT_TIMEOUT, false);
+		(void) QueueOwnerTimeoutEnd();
 		SetUserIdAndSecContext(save_userid, save_sec);
 		MemoryContextSwitchTo(outer);
 		edata = CopyErrorData();
