@@ -114,6 +114,45 @@ ok($fast_ticks >= 3 && $fast_late eq 't',
 	"so_fast's schedule ticks on time meanwhile ($fast_ticks jobs in 4 s, each less than 1 s late)");
 $node->safe_psql('postgres', q{SELECT queue.unschedule('so-slow'), queue.unschedule('so-fast')});
 
+# Code that catches every cancel keeps the worker forever; SIGTERM (a
+# shutdown, pg_terminate_backend) still ends it at once (it used to wait
+# for the pass to end, which it never did).
+$node->safe_psql(
+	'postgres', q{
+SELECT queue.create('so_stuck');
+SELECT queue.set_owner('so_stuck', 'so_owner');
+SET ROLE so_owner;
+CREATE FUNCTION public.so_forever() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM pg_sleep(10);
+        EXCEPTION WHEN query_canceled THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+CREATE TRIGGER so_forever BEFORE INSERT ON queue.q_so_stuck FOR EACH ROW EXECUTE FUNCTION public.so_forever();
+RESET ROLE;
+SELECT queue.schedule('so-stuck', 'so_stuck', every => '1 second');
+});
+my $stuck_sql = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND wait_event = 'PgSleep'};
+ok(defined poll_for($node, 'postgres', qq{SELECT count(*) FROM ($stuck_sql) w}, '1', 10),
+	"the worker runs the owner's code that catches every cancel");
+my $stuck_pid = $node->safe_psql('postgres', $stuck_sql);
+# waits for the schedule's row, which the stuck worker holds
+my $remover = QueueTestSession->new($node, 'postgres', 'remover');
+$remover->send(q{SELECT queue.unschedule('so-stuck')});
+sleep 0.5;
+$node->safe_psql('postgres', qq{SELECT pg_terminate_backend($stuck_pid)});
+ok(defined poll_for($node, 'postgres', qq{SELECT count(*) FROM pg_stat_activity WHERE pid = $stuck_pid}, '0', 5),
+	'SIGTERM ends the worker at once');
+my ($removed) = $remover->wait(10);
+is($removed, 't', 'the schedule is removed once the worker is gone');
+$remover->close;
+$node->safe_psql('postgres', q{SET lock_timeout = '5s'; DROP TRIGGER so_forever ON queue.q_so_stuck});
+
 settle($node);
 $node->stop;
 done_testing();

@@ -57,11 +57,15 @@ sub workers_back
 {
 	my ($node, $n, $old_pid) = @_;
 	my $t0 = time;
+	local $SIG{PIPE} = 'IGNORE';
 	while (time - $t0 < 60)
 	{
-		my ($ret, $out) = $node->psql('postgres',
-			qq{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker' AND pid <> $old_pid});
-		return 1 if $ret == 0 && $out eq $n;
+		# psql may be gone before its input is written: IPC::Run dies then
+		my ($ret, $out) = eval {
+			$node->psql('postgres',
+				qq{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker' AND pid <> $old_pid});
+		};
+		return 1 if defined $ret && $ret == 0 && $out eq $n;
 		sleep 0.1;
 	}
 	return 0;
