@@ -210,7 +210,11 @@ queue_db_worker_main(Datum arg)
 	pqsignal(SIGINT, upkeep_timeout_handler);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	pgstat_report_appname("queue worker");
+	/*
+	 * As the setting, not only the report: undoing what an owner's trigger
+	 * set restores the setting, and would report an empty name.
+	 */
+	SetConfigOption("application_name", "queue worker", PGC_SUSET, PGC_S_OVERRIDE);
 	if (!QueueDbWorkerAttach(dboid, MyLatch))
 		proc_exit(0);
 	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));

@@ -87,6 +87,7 @@ $node->safe_psql(
 SET ROLE so_owner;
 CREATE FUNCTION public.so_swallow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM set_config('application_name', 'so_owner was here', false);
     BEGIN
         PERFORM pg_sleep(1000000);
     EXCEPTION WHEN query_canceled THEN
@@ -106,6 +107,9 @@ ok( defined poll_for($node, 'postgres',
 	"a tick of so_slow's schedule whose trigger catches the cancel fails");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM queue.jobs WHERE queue = 'so_slow'}),
 	'1', 'and enqueues nothing (the one job is the scheduled one from before)');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(application_name, ',') FROM pg_stat_activity WHERE backend_type = 'queue worker'}),
+	'queue worker', "the worker's application_name is its own again after the owner's code set it");
 sleep 4;
 my ($fast_ticks, $fast_late) = split /\|/, $node->safe_psql('postgres',
 	q{SELECT count(*), max(enqueued_at - run_at) < interval '1 second' FROM queue.jobs
