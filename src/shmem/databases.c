@@ -297,9 +297,12 @@ QueueDbWorkerAttach(Oid dboid, Latch *latch)
 	return ok;
 }
 
-/* The worker leaves; with unregister, the extension is gone from its database. */
+/*
+ * The worker leaves; with unregister, the extension is gone from its
+ * database.  No worker starts there before next_start (0: at once).
+ */
 void
-QueueDbWorkerDetach(Oid dboid, bool unregister)
+QueueDbWorkerDetach(Oid dboid, bool unregister, TimestampTz next_start)
 {
 	QueueDbSlot *slot;
 	Latch	   *latch;
@@ -310,6 +313,7 @@ QueueDbWorkerDetach(Oid dboid, bool unregister)
 	{
 		slot->latch = NULL;
 		slot->pid = 0;
+		slot->next_start = next_start;
 
 		/*
 		 * Leave the database unserved only if nobody installed the

@@ -50,7 +50,7 @@ extern void QueueDbSlotSet(Oid dboid, bool forget, pid_t pid, TimestampTz next_s
 
 /* a database worker */
 extern bool QueueDbWorkerAttach(Oid dboid, struct Latch *latch);
-extern void QueueDbWorkerDetach(Oid dboid, bool unregister);
+extern void QueueDbWorkerDetach(Oid dboid, bool unregister, TimestampTz next_start);
 extern int	QueueDbWorkerFetch(Oid dboid, TimestampTz *wake_at);
 extern TimestampTz QueueDbWorkerSleep(Oid dboid, TimestampTz until);
 

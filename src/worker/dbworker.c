@@ -39,6 +39,7 @@
 
 #define CLEANUP_INTERVAL_MS		10000
 #define ORPHAN_RECHECK_MS		50
+#define FAILED_RESTART_MS		1000
 
 PGDLLEXPORT void queue_db_worker_main(Datum arg);
 
@@ -73,10 +74,16 @@ worker_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
+/*
+ * On the way out: after an error, no worker for a second, so that one
+ * that fails on every pass (a table of the extension changed by hand)
+ * does not start again and again at once.
+ */
 static void
 db_worker_exit(int code, Datum arg)
 {
-	QueueDbWorkerDetach(DatumGetObjectId(arg), false);
+	QueueDbWorkerDetach(DatumGetObjectId(arg), false,
+						code != 0 ? GetCurrentTimestamp() + FAILED_RESTART_MS * INT64CONST(1000) : 0);
 }
 
 /*
@@ -250,6 +257,6 @@ queue_db_worker_main(Datum arg)
 	}
 
 	/* Here only on shutdown, or because the extension was dropped. */
-	QueueDbWorkerDetach(dboid, !ShutdownRequestPending);
+	QueueDbWorkerDetach(dboid, !ShutdownRequestPending, 0);
 	proc_exit(0);
 }

@@ -158,6 +158,16 @@ for my $db ('one', 'two')
 	is("$last_run|$last_job", 't|t', "$db: the schedule records its last tick and job");
 }
 
+# A worker that fails on every pass (here its schedules' table was changed
+# by hand) starts again a second later, not at once, round and round.
+my $log_offset = -s $standby->logfile;
+$standby->safe_psql('two', q{ALTER TABLE queue.queue_schedules DROP COLUMN failures;
+                              SELECT queue.resume_schedule('every-second')});
+sleep 3;
+my $failures = () = slurp_file($standby->logfile, $log_offset) =~ /column "failures" does not exist/g;
+ok($failures >= 1 && $failures <= 6, "a worker failing on every pass starts at most every second ($failures failures in 3 s)");
+$standby->safe_psql('postgres', 'DROP DATABASE two');
+
 # ------------------------------------------------- 5. dump and restore
 
 my $dump = $standby->basedir . '/one.dump';
