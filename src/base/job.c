@@ -90,7 +90,9 @@ ArchiveColumnSources(void)
 			if ((job_columns[j].flags & JOB_COL_ARCHIVE) != 0)
 				source[k++] = (JobCol) j;
 		if (k != AC_FINISHED_AT)
-			elog(ERROR, "the archive copies %d job columns, not %d", k, (int) AC_FINISHED_AT);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg_internal("the archive copies %d job columns, not %d", k, (int) AC_FINISHED_AT)));
 		for (; k < AC_NCOLS; k++)
 			source[k] = (JobCol) -1;
 		ready = true;

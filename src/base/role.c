@@ -17,9 +17,11 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/syscache.h"
@@ -90,8 +92,8 @@ QueueRelOwner(Oid relid, const char *qname)
  * Bound what code of a queue's owner (a trigger on its tables) may take in
  * the background worker: the statement timeout cancels it after
  * queue.upkeep_timeout, and again every 100 ms in case it catches the
- * cancel.  QueueOwnerTimeoutEnd says whether it ran that long, so that
- * code that caught a cancel and went on still counts as too slow.
+ * cancel.  QueueOwnerTimeoutCheck raises an error if it ran that long, so
+ * that code that caught a cancel and went on still counts as too slow.
  */
 static TimestampTz owner_code_start = 0;
 
@@ -108,11 +110,61 @@ QueueOwnerTimeoutBegin(void)
 						 OWNER_TIMEOUT_REPEAT_MS);
 }
 
-/* Ends QueueOwnerTimeoutBegin, also when the code raised an error. */
-bool
-QueueOwnerTimeoutEnd(void)
+/* Ends QueueOwnerTimeoutBegin, if it began; whether the code ran too long. */
+static bool
+owner_timeout_end(void)
 {
+	if (!QueueInOwnerCode)
+		return false;
 	QueueInOwnerCode = false;
 	disable_timeout(STATEMENT_TIMEOUT, false);
 	return GetCurrentTimestamp() >= TimestampTzPlusMilliseconds(owner_code_start, queue_upkeep_timeout);
+}
+
+/* Ends QueueOwnerTimeoutBegin: an error (a cancel) if what took too long. */
+void
+QueueOwnerTimeoutCheck(const char *what)
+{
+	if (owner_timeout_end())
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("%s took longer than queue.upkeep_timeout", what)));
+}
+
+/*
+ * Run fn(arg) in a subtransaction of its own, so that what it runs of a
+ * queue's owner cannot break what comes after: NULL if it went through,
+ * or the error it raised, with the subtransaction rolled back and the
+ * user, memory context and resource owner as they were (and an owner's
+ * timeout ended).
+ */
+ErrorData *
+QueueRunInSubxact(void (*fn) (void *arg), void *arg)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Oid			save_userid;
+	int			save_sec;
+	ErrorData  *volatile edata = NULL;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		(void) owner_timeout_end();
+		SetUserIdAndSecContext(save_userid, save_sec);
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(outer);
+	CurrentResourceOwner = oldowner;
+	return edata;
 }

@@ -8,6 +8,8 @@
 #ifndef QUEUE_BASE_ROLE_H
 #define QUEUE_BASE_ROLE_H
 
+#include <signal.h>
+
 typedef struct QueueAsRole
 {
 	Oid			save_userid;
@@ -19,10 +21,9 @@ extern void QueueAsRoleBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleInScopeBegin(QueueAsRole *as, Oid role);
 extern void QueueAsRoleEnd(QueueAsRole *as);
 extern Oid	QueueRelOwner(Oid relid, const char *qname);
-#include <signal.h>
-
 extern volatile sig_atomic_t QueueInOwnerCode;
 extern void QueueOwnerTimeoutBegin(void);
-extern bool QueueOwnerTimeoutEnd(void);
+extern void QueueOwnerTimeoutCheck(const char *what);
+extern ErrorData *QueueRunInSubxact(void (*fn) (void *arg), void *arg);
 
 #endif							/* QUEUE_BASE_ROLE_H */

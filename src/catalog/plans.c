@@ -350,7 +350,9 @@ append_placeholder(StringInfo buf, QueueInfo *q, const QueuePlanDef *def, const 
 	else if (strcmp(key, "factor") == 0)
 		appendStringInfoString(buf, JOB_ID_FACTOR_SQL);
 	else
-		elog(ERROR, "unknown placeholder {%s} in a statement of queue \"%s\"", key, q->name);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg_internal("unknown placeholder {%s} in a statement of queue \"%s\"", key, q->name)));
 }
 
 /* Append text with its placeholders filled in. */
@@ -372,7 +374,9 @@ append_text(StringInfo buf, QueueInfo *q, const QueuePlanDef *def, const char *t
 		}
 		appendBinaryStringInfo(buf, p, open - p);
 		if (close - open - 1 >= (int) sizeof(key))
-			elog(ERROR, "placeholder too long in a statement of queue \"%s\"", q->name);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg_internal("placeholder too long in a statement of queue \"%s\"", q->name)));
 		memcpy(key, open + 1, close - open - 1);
 		key[close - open - 1] = '\0';
 		append_placeholder(buf, q, def, key);
@@ -428,7 +432,9 @@ plan_result(QueuePlanId which)
 		const char *last = strrchr(item, ' ');
 
 		if (r->n == PLAN_MAX_RESULT)
-			elog(ERROR, "plan %d returns too many columns", (int) which);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg_internal("plan %d returns too many columns", (int) which)));
 		strlcpy(r->names[r->n++], last != NULL ? last + 1 : item, NAMEDATALEN);
 	}
 	pfree(buf.data);
@@ -445,7 +451,9 @@ QueuePlanColumn(QueuePlanId which, const char *name)
 	for (int i = 0; i < r->n; i++)
 		if (strcmp(r->names[i], name) == 0)
 			return i + 1;
-	elog(ERROR, "plan %d returns no column \"%s\"", (int) which, name);
+	ereport(ERROR,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg_internal("plan %d returns no column \"%s\"", (int) which, name)));
 	return 0;					/* keep the compiler quiet */
 }
 
@@ -490,7 +498,9 @@ QueueGetPlan(QueueInfo *q, QueuePlanId which)
 	SPIPlanPtr	plan;
 
 	if ((int) which < 0 || which >= NUM_QUEUE_PLANS)
-		elog(ERROR, "invalid plan id %d", (int) which);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg_internal("invalid plan id %d", (int) which)));
 	if (q->plans[which] != NULL)
 		return q->plans[which];
 

@@ -35,8 +35,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "base/errors.h"
@@ -44,6 +42,7 @@
 #include "base/settings.h"
 #include "catalog/acl.h"
 #include "catalog/cache.h"
+#include "catalog/plans.h"
 #include "catalog/spi.h"
 #include "ops/schedule.h"
 #include "xact/pending.h"
@@ -53,7 +52,6 @@
 #define RETRY_MAX_SECS	60
 #define HELD_RETRY_MS	1000	/* a due schedule another transaction holds */
 #define PASS_BUDGET_MS	200		/* the worker's pass commits after this */
-#define FIRE_TOO_LONG	"firing the tick took longer than queue.upkeep_timeout"
 
 typedef enum CatchUp
 {
@@ -184,7 +182,11 @@ saved_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
 
 		if (p == NULL)
-			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not prepare a statement on the schedules' table"),
+					 errdetail("%s: %s", SPI_result_code_string(SPI_result), sql),
+					 errhint("The extension's tables were changed by hand; reinstall the extension.")));
 		SPI_keepplan(p);
 		*plan = p;
 	}
@@ -221,20 +223,20 @@ enqueue_tick(DueSchedule *s, TimestampTz tick)
 static bool
 last_job_unfinished(DueSchedule *s)
 {
-	Oid			type = INT8OID;
-	Datum		value = Int64GetDatum(s->last_job_id);
+	Datum		id = Int64GetDatum(s->last_job_id);
 	QueueAsRole as;
-	char	   *table = psprintf("q_%s", s->q->name);
+	bool		isnull;
+	bool		unfinished;
 
 	if (s->last_job_id == 0)
 		return false;
 	QueueAsRoleInScopeBegin(&as, QueueOwner(s->q));
-	QueueCheckSpi(SPI_execute_with_args(psprintf("SELECT FROM queue.%s WHERE id = $1 AND state <> 'dead'",
-												 quote_identifier(table)),
-										1, &type, &value, NULL, true, 1),
+	QueueCheckSpi(SPI_execute_plan(QueueGetPlan(s->q, PLAN_STATE), &id, NULL, true, 1),
 				  SPI_OK_SELECT, -1, "look up a schedule's last job", s->q->name);
+	unfinished = SPI_processed == 1 &&
+		strcmp(TextDatumGetCString(QueuePlanValue(PLAN_STATE, 0, "state", &isnull)), "dead") != 0;
 	QueueAsRoleEnd(&as);
-	return SPI_processed == 1;
+	return unfinished;
 }
 
 /* Run a statement on the schedules' table, as its owner. */
@@ -309,59 +311,52 @@ fire_failed(DueSchedule *s, ErrorData *edata)
 				   values, NULL, SPI_OK_UPDATE);
 }
 
+/* What fire_one's subtransaction does, and learns. */
+typedef struct FireCall
+{
+	DueSchedule *s;
+	bool		from_worker;
+	TimestampTz now_ts;
+	int			jobs;
+} FireCall;
+
+static void
+fire_in_subxact(void *arg)
+{
+	FireCall   *c = (FireCall *) arg;
+	DueSchedule *s = c->s;
+
+	s->q = QueueLookupByQno(s->qno, false);
+	ScheduleTimingMake(s->cron != 0 ? TextDatumGetCString(s->cron) : NULL,
+					   s->every != 0 ? DatumGetIntervalP(s->every) : NULL,
+					   TextDatumGetCString(s->timezone), &s->timing);
+	plan_ticks(s, c->now_ts);
+	if (c->from_worker)
+		QueueOwnerTimeoutBegin();
+	c->jobs = fire_ticks(s);
+	if (c->from_worker)
+		QueueOwnerTimeoutCheck("firing the tick");
+}
+
 /*
  * Fire s's due ticks, in a subtransaction; the worker bounds the time the
  * queue owner's code (triggers on its tables) may take, as in its upkeep.
+ * Returns the jobs enqueued.
  */
 static int
 fire_one(DueSchedule *s, bool from_worker, TimestampTz now_ts)
 {
-	MemoryContext outer = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	Oid			save_userid;
-	int			save_sec;
-	volatile int jobs = 0;
+	FireCall	c = {s, from_worker, now_ts, 0};
+	ErrorData  *edata = QueueRunInSubxact(fire_in_subxact, &c);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		s->q = QueueLookupByQno(s->qno, false);
-		ScheduleTimingMake(s->cron != 0 ? TextDatumGetCString(s->cron) : NULL,
-						   s->every != 0 ? DatumGetIntervalP(s->every) : NULL,
-						   TextDatumGetCString(s->timezone), &s->timing);
-		plan_ticks(s, now_ts);
-		if (from_worker)
-			QueueOwnerTimeoutBegin();
-		jobs = fire_ticks(s);
-		if (from_worker && QueueOwnerTimeoutEnd())
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg(FIRE_TOO_LONG)));
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outer);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		if (from_worker)
-			(void) QueueOwnerTimeoutEnd();
-		SetUserIdAndSecContext(save_userid, save_sec);
-		MemoryContextSwitchTo(outer);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outer);
-		CurrentResourceOwner = oldowner;
-		if (from_worker && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			edata->message = pstrdup(FIRE_TOO_LONG);
-		fire_failed(s, edata);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	return jobs;
+	if (edata == NULL)
+		return c.jobs;
+	/* the timeout's cancel says "user request" */
+	if (from_worker && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		edata->message = pstrdup("firing the tick took longer than queue.upkeep_timeout");
+	fire_failed(s, edata);
+	FreeErrorData(edata);
+	return 0;
 }
 
 /*

@@ -298,7 +298,7 @@ find_schedule(const char *name, bool lock, HeapTuple *row, TupleDesc *desc)
 	bool		isnull;
 
 	check_spi(SPI_execute_with_args(lock ?
-									"SELECT qno, cron, every, timezone, next_run_at FROM queue.queue_schedules"
+									"SELECT qno, cron, every, timezone, next_run_at, paused FROM queue.queue_schedules"
 									" WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
 									"SELECT qno FROM queue.queue_schedules WHERE name OPERATOR(pg_catalog.=) $1",
 									1, &type, &value, NULL, false, 1), SPI_OK_SELECT, "look up a schedule");
@@ -380,13 +380,13 @@ queue_schedule(PG_FUNCTION_ARGS)
 
 /*
  * The schedule named by argument 0, locked, if the caller may manage its
- * queue: its queue number, or 0 if missing_ok and there is no such
- * schedule.  To a role that may neither read nor manage its queue, a
+ * queue: its queue number (and, if wanted, its row as find_schedule reads
+ * it), or 0 if missing_ok and there is no such schedule.  To a role that may neither read nor manage its queue, a
  * schedule does not exist.  Runs the rest of the scope as the owner of
  * the table.
  */
 static int32
-open_schedule(FunctionCallInfo fcinfo, bool missing_ok)
+open_schedule(FunctionCallInfo fcinfo, bool missing_ok, HeapTuple *row, TupleDesc *desc)
 {
 	const char *name = schedule_name(fcinfo, 0);
 	int32		qno;
@@ -412,8 +412,8 @@ open_schedule(FunctionCallInfo fcinfo, bool missing_ok)
 				 errdetail("Its queue is \"%s\"; changing its schedules needs the manage privilege.", q->name),
 				 errhint("The queue's owner can give it with queue.grant('%s', role, 'manage').", q->name)));
 	/* moved to another queue meanwhile: look again */
-	if (find_schedule(name, true, NULL, NULL) != qno)
-		return open_schedule(fcinfo, missing_ok);
+	if (find_schedule(name, true, row, desc) != qno)
+		return open_schedule(fcinfo, missing_ok, row, desc);
 	return qno;
 }
 
@@ -436,7 +436,7 @@ queue_unschedule(PG_FUNCTION_ARGS)
 
 	QueueCheckNotNull(PG_ARGISNULL(1), "if_exists", "Pass true or false.");
 	QueueSpiBegin();
-	found = open_schedule(fcinfo, PG_GETARG_BOOL(1)) != 0;
+	found = open_schedule(fcinfo, PG_GETARG_BOOL(1), NULL, NULL) != 0;
 	if (found)
 		update_schedule(fcinfo, "DELETE FROM queue.queue_schedules WHERE name OPERATOR(pg_catalog.=) $1",
 						SPI_OK_DELETE);
@@ -453,7 +453,7 @@ Datum
 queue_pause_schedule(PG_FUNCTION_ARGS)
 {
 	QueueSpiBegin();
-	(void) open_schedule(fcinfo, false);
+	(void) open_schedule(fcinfo, false, NULL, NULL);
 	update_schedule(fcinfo, "UPDATE queue.queue_schedules SET paused = true WHERE name OPERATOR(pg_catalog.=) $1",
 					SPI_OK_UPDATE);
 	QueueSpiEnd();
@@ -468,7 +468,6 @@ PG_FUNCTION_INFO_V1(queue_resume_schedule);
 Datum
 queue_resume_schedule(PG_FUNCTION_ARGS)
 {
-	Oid			type = TEXTOID;
 	Datum		value = PG_GETARG_DATUM(0);
 	ScheduleTiming timing;
 	TimestampTz next;
@@ -480,19 +479,14 @@ queue_resume_schedule(PG_FUNCTION_ARGS)
 	Datum		every;
 
 	QueueSpiBegin();
-	(void) open_schedule(fcinfo, false);
-	check_spi(SPI_execute_with_args("SELECT cron, every, timezone, next_run_at, paused FROM queue.queue_schedules"
-									" WHERE name OPERATOR(pg_catalog.=) $1", 1, &type, &value, NULL, false, 1),
-			  SPI_OK_SELECT, "look up a schedule");
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	cron = SPI_getbinval(row, desc, 1, &isnull[0]);
-	every = SPI_getbinval(row, desc, 2, &isnull[1]);
+	(void) open_schedule(fcinfo, false, &row, &desc);
+	cron = SPI_getbinval(row, desc, 2, &isnull[0]);
+	every = SPI_getbinval(row, desc, 3, &isnull[1]);
 	ScheduleTimingMake(isnull[0] ? NULL : TextDatumGetCString(cron),
 					   isnull[1] ? NULL : DatumGetIntervalP(every),
-					   TextDatumGetCString(SPI_getbinval(row, desc, 3, &isnull[2])), &timing);
-	next = DatumGetTimestampTz(SPI_getbinval(row, desc, 4, &isnull[3]));
-	if (DatumGetBool(SPI_getbinval(row, desc, 5, &isnull[3])) && next <= now_ts)
+					   TextDatumGetCString(SPI_getbinval(row, desc, 4, &isnull[2])), &timing);
+	next = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull[3]));
+	if (DatumGetBool(SPI_getbinval(row, desc, 6, &isnull[3])) && next <= now_ts)
 		next = ScheduleTickAfter(&timing, next, now_ts);
 	check_spi(SPI_execute_with_args("UPDATE queue.queue_schedules SET paused = false, next_run_at = $2"
 									" WHERE name OPERATOR(pg_catalog.=) $1",

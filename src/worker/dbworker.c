@@ -227,8 +227,11 @@ queue_db_worker_main(Datum arg)
 	before_shmem_exit(db_worker_exit, ObjectIdGetDatum(dboid));
 	WorkerPassInit();
 
-	/* Notifications and promotions are cheap to redo after a crash. */
-	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * Notifications and promotions are cheap to redo after a crash (at the
+	 * session's level, which a firing pass raises for its transaction).
+	 */
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION);
 	/* Our own statements see no objects of the database's roles. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 

@@ -30,23 +30,16 @@ bool
 WorkerFireSchedules(TimestampTz *next)
 {
 	bool		more;
-	bool		present;
 	int64		jobs = 0;
 
-	/*
-	 * Set and reset, not set for the transaction: a setting of the
-	 * worker's own level (PGC_S_OVERRIDE) made for one transaction would
-	 * become the level's value for good.
-	 */
-	SetConfigOption("synchronous_commit", "local", PGC_SUSET, PGC_S_OVERRIDE);
 	do
 	{
-		present = WorkerPassBegin("queue: schedules");
-		if (!present)
-			break;
+		if (!WorkerPassBegin("queue: schedules"))
+			return false;
+		(void) set_config_option("synchronous_commit", "local", PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 		more = QueueFireSchedules(SCHEDULES_PER_PASS, true, &jobs, next);
 		WorkerPassEnd();
 	} while (more && !ShutdownRequestPending);
-	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
-	return present;
+	return true;
 }

@@ -25,7 +25,6 @@
 #include "postmaster/interrupt.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "base/role.h"
@@ -112,88 +111,76 @@ typedef enum UpkeepStatus
 	UPKEEP_FAILED				/* warned; tried again after a naptime */
 } UpkeepStatus;
 
+/* What upkeep_queue's subtransaction does, and learns. */
+typedef struct UpkeepCall
+{
+	int32		qno;
+	Oid			owner;
+	bool		cleanup;
+	bool		due;
+	const char *sql;
+	TimestampTz result;
+	UpkeepStatus status;
+} UpkeepCall;
+
+static void
+upkeep_in_subxact(void *arg)
+{
+	UpkeepCall *c = (UpkeepCall *) arg;
+	Datum		args[2] = {Int32GetDatum(c->qno), BoolGetDatum(c->cleanup)};
+	Oid			argtypes[2] = {INT4OID, BOOLOID};
+	QueueAsRole as;
+	bool		isnull;
+
+	check_select(SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
+									   1, argtypes, args, NULL, false, 1),
+				 "lock the queue's configuration");
+	if (SPI_processed != 1 || !(c->due || archive_has_work(c->qno)))
+		return;
+	QueueAsRoleBegin(&as, c->owner);
+	/* the owner's code on its tables (triggers) must not stall the pass */
+	QueueOwnerTimeoutBegin();
+	check_select(SPI_execute_with_args(c->sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
+	QueueOwnerTimeoutCheck("upkeep");
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && SPI_gettypeid(SPI_tuptable->tupdesc, 1) == TIMESTAMPTZOID)
+			c->result = DatumGetTimestampTz(d);
+		c->status = UPKEEP_RAN;
+	}
+	QueueAsRoleEnd(&as);
+}
+
 static TimestampTz
 upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, UpkeepStatus *status)
 {
-	MemoryContext outer = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	Oid			save_userid;
-	int			save_sec;
-	volatile TimestampTz result = 0;
+	UpkeepCall	c = {qno, owner, cleanup, due, sql, 0, UPKEEP_SKIPPED};
+	ErrorData  *edata = QueueRunInSubxact(upkeep_in_subxact, &c);
 
-	*status = UPKEEP_SKIPPED;
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		Datum		args[2];
-		Oid			argtypes[2] = {INT4OID, BOOLOID};
-		bool		isnull;
-
-		args[0] = Int32GetDatum(qno);
-		args[1] = BoolGetDatum(cleanup);
-		check_select(SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
-										   1, argtypes, args, NULL, false, 1),
-					 "lock the queue's configuration");
-		if (SPI_processed == 1 && (due || archive_has_work(qno)))
-		{
-			QueueAsRole as;
-
-			QueueAsRoleBegin(&as, owner);
-			/* the owner's code on its tables (triggers) must not stall the pass */
-			QueueOwnerTimeoutBegin();
-			check_select(SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
-			if (QueueOwnerTimeoutEnd())
-				ereport(ERROR,
-						(errcode(ERRCODE_QUERY_CANCELED),
-						 errmsg("upkeep took longer than queue.upkeep_timeout")));
-			if (SPI_processed == 1)
-			{
-				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-				if (!isnull && SPI_gettypeid(SPI_tuptable->tupdesc, 1) == TIMESTAMPTZOID)
-					result = DatumGetTimestampTz(d);
-				*status = UPKEEP_RAN;
-			}
-			QueueAsRoleEnd(&as);
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outer);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		(void) QueueOwnerTimeoutEnd();
-		SetUserIdAndSecContext(save_userid, save_sec);
-		MemoryContextSwitchTo(outer);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outer);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-			ereport(LOG,
-					(errmsg("queue worker skipped queue number %d: another session holds a lock its upkeep needs",
-							qno),
-					 errdetail("%s", edata->message),
-					 errhint("The worker tries again after queue.worker_naptime; pg_locks shows who holds it.")));
-		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			ereport(LOG,
-					(errmsg("queue worker skipped queue number %d: its upkeep took longer than queue.upkeep_timeout",
-							qno),
-					 errhint("Code of the queue's owner on its tables, a trigger say, may be slow; "
-							 "the worker tries again after queue.worker_naptime.")));
-		else
-			ereport(WARNING,
-					(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
-					 errhint("The worker tries again on its next pass.")));
-		FreeErrorData(edata);
-		*status = UPKEEP_FAILED;
-	}
-	PG_END_TRY();
-	return result;
+	*status = c.status;
+	if (edata == NULL)
+		return c.result;
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		ereport(LOG,
+				(errmsg("queue worker skipped queue number %d: another session holds a lock its upkeep needs",
+						qno),
+				 errdetail("%s", edata->message),
+				 errhint("The worker tries again after queue.worker_naptime; pg_locks shows who holds it.")));
+	else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		ereport(LOG,
+				(errmsg("queue worker skipped queue number %d: its upkeep took longer than queue.upkeep_timeout",
+						qno),
+				 errhint("Code of the queue's owner on its tables, a trigger say, may be slow; "
+						 "the worker tries again after queue.worker_naptime.")));
+	else
+		ereport(WARNING,
+				(errmsg("queue worker could not maintain queue number %d: %s", qno, edata->message),
+				 errhint("The worker tries again on its next pass.")));
+	FreeErrorData(edata);
+	*status = UPKEEP_FAILED;
+	return 0;
 }
 
 /* *next becomes t if t is a time (not 0, not infinity) before it. */
