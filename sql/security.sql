@@ -266,10 +266,13 @@ SELECT queue.drop('sec_ro');
 --
 CREATE ROLE regress_queue_nobody;
 SELECT qno AS sec_qno FROM queue.queue_config WHERE name = 'sec_q' \gset
+SELECT count(*) > 0 AS sec_q_has_jobs FROM queue._queue_jobs(:sec_qno);
 SET ROLE regress_queue_nobody;
 SELECT queue._count(:sec_qno, 'ready', 'dead', 1000);
-SELECT * FROM queue._table_stats(:sec_qno, true, 0);
-SELECT * FROM queue._counts(:sec_qno);
+SELECT * FROM queue._queue_stats(:sec_qno);
+-- the rows behind queue.jobs and queue.archive: none of a queue one may not read
+SELECT count(*) FROM queue._queue_jobs(:sec_qno);
+SELECT count(*) FROM queue._queue_archive(:sec_qno);
 SELECT queue._reset_cursor(:sec_qno, true);
 SELECT queue._unskip_cursor(:sec_qno);
 SELECT queue._new_queue(:sec_qno);

@@ -168,3 +168,46 @@ QueueRunInSubxact(void (*fn) (void *arg), void *arg)
 	CurrentResourceOwner = oldowner;
 	return edata;
 }
+
+/*
+ * Run fn(arg), which only reads, in a subtransaction that is then rolled
+ * back, so that the locks it took are given back at once: a statement
+ * reading every queue one by one holds the locks of one queue at a time.
+ * The server's lock table is shared by every session, and a statement
+ * holding every queue's locks made other sessions fail with "out of
+ * shared memory" once there were a few thousand queues.  What fn keeps
+ * must live in a memory context of the caller's.  An error it raised is
+ * raised again once the subtransaction is gone.
+ */
+void
+QueueReadInSubxact(void (*fn) (void *arg), void *arg)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Oid			save_userid;
+	int			save_sec;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		fn(arg);
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		SetUserIdAndSecContext(save_userid, save_sec);
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outer);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(outer);
+	CurrentResourceOwner = oldowner;
+}

@@ -25,5 +25,6 @@ extern volatile sig_atomic_t QueueInOwnerCode;
 extern void QueueOwnerTimeoutBegin(void);
 extern void QueueOwnerTimeoutCheck(const char *what);
 extern ErrorData *QueueRunInSubxact(void (*fn) (void *arg), void *arg);
+extern void QueueReadInSubxact(void (*fn) (void *arg), void *arg);
 
 #endif							/* QUEUE_BASE_ROLE_H */

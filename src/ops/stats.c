@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/timestamp.h"
 #include "utils/resowner.h"
 #include "utils/regproc.h"
 
@@ -164,62 +165,124 @@ queue_set_counts(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/*
- * Run the one-row SELECT sql as role owner and copy its JS_NSTATES + 1
- * columns into values and nulls (in memory cxt), in a subtransaction that
- * is then rolled back: it gives back the locks the SELECT took, so that
- * queue.stats over any number of queues holds the locks of one at a time.
- * The server's lock table is shared by every session, and holding every
- * queue's locks in one statement made other sessions fail with "out of
- * shared memory" once there were a few thousand queues.  An error is
- * thrown again once the subtransaction is gone.
- */
-static void
-read_unlocked(QueueInfo *q, Oid owner, const char *sql, Datum *values, bool *nulls, MemoryContext cxt)
+/* What read_row reads, and where it puts the row. */
+typedef struct RowRead
 {
-	ResourceOwner oldowner = CurrentResourceOwner;
-	MemoryContext caller = CurrentMemoryContext;
+	QueueInfo  *q;
+	Oid			owner;
+	const char *sql;
+	Datum	   *values;
+	bool	   *nulls;
+	MemoryContext cxt;
+} RowRead;
+
+static void
+read_row(void *arg)
+{
+	RowRead    *r = (RowRead *) arg;
 	QueueAsRole as;
 
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
+	QueueAsRoleInScopeBegin(&as, r->owner);
+	QueueCheckSpi(SPI_execute(r->sql, true, 1), SPI_OK_SELECT, 1, "count jobs", r->q->name);
+	for (int i = 0; i <= JS_NSTATES; i++)
 	{
-		QueueAsRoleInScopeBegin(&as, owner);
-		QueueCheckSpi(SPI_execute(sql, true, 1), SPI_OK_SELECT, 1, "count jobs", q->name);
-		for (int i = 0; i <= JS_NSTATES; i++)
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &r->nulls[i]);
+		MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+		r->values[i] = r->nulls[i] ? (Datum) 0 : datumCopy(d, att->attbyval, att->attlen);
+		MemoryContextSwitchTo(old);
+	}
+	QueueAsRoleEnd(&as);
+}
+
+/*
+ * The SELECT of queue q's table: its jobs counted by state (in JobState's
+ * order, NULLs without with_counts), then when its oldest ready job became
+ * ready, or (with age) how long ago.  Jobs under batch leases are ready
+ * rows at the attempt a lease lists, and running (xact/leases.c).
+ */
+static char *
+table_stats_sql(QueueInfo *q, bool with_counts, bool age)
+{
+	const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
+	const char *l = quote_qualified_identifier("queue", psprintf("l_%s", q->name));
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int i = 0; i < JS_NSTATES; i++)
+	{
+		if (!with_counts)
 		{
-			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &nulls[i]);
-			MemoryContext old = MemoryContextSwitchTo(cxt);
-
-			values[i] = nulls[i] ? (Datum) 0 : datumCopy(d, att->attbyval, att->attlen);
-			MemoryContextSwitchTo(old);
+			appendStringInfoString(&sql, "NULL::bigint, ");
+			continue;
 		}
-		QueueAsRoleEnd(&as);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = oldowner;
+		appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s')", t, job_state_names[i]);
+		if (i == JS_READY || i == JS_RUNNING)
+			appendStringInfo(&sql,
+							 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids, b.attempts) AS u(id, attempt)"
+							 " JOIN %s j ON j.id = u.id AND j.attempt = u.attempt AND j.state = 'ready')",
+							 i == JS_READY ? "-" : "+", l, t);
+		appendStringInfoString(&sql, ", ");
 	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(caller);
-		CurrentResourceOwner = oldowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
+	/*
+	 * The oldest ready job is at the head of one of the priorities: visit
+	 * each priority's head once (a loose index scan).
+	 */
+	appendStringInfo(&sql,
+					 "(WITH RECURSIVE p(priority) AS ("
+					 " (SELECT priority FROM %1$s WHERE state = 'ready' AND NOT queue._leased(id)"
+					 " ORDER BY priority DESC, rank LIMIT 1)"
+					 " UNION ALL"
+					 " SELECT (SELECT j.priority FROM %1$s j WHERE j.state = 'ready' AND j.priority < p.priority"
+					 " AND NOT queue._leased(j.id) ORDER BY j.priority DESC, j.rank LIMIT 1)"
+					 " FROM p WHERE p.priority IS NOT NULL)"
+					 " SELECT %2$s"
+					 " FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM %1$s j"
+					 " WHERE j.state = 'ready' AND j.priority = p.priority AND NOT queue._leased(j.id)"
+					 " ORDER BY j.rank LIMIT 1) h"
+					 " WHERE p.priority IS NOT NULL)", t,
+					 age ? "CASE WHEN min(h.since) IS NOT NULL THEN greatest(now() - min(h.since), interval '0') END"
+					 : "min(h.since)");
+	return sql.data;
+}
+
+/*
+ * Read the row of table_stats_sql from queue q's table relid as its
+ * owner, into values and nulls (JS_NSTATES + 1 of them, in memory cxt),
+ * giving back the locks at once (QueueReadInSubxact): queue.stats over
+ * any number of queues holds the locks of one at a time.  False, with
+ * nothing read, for a queue whose table is gone.
+ */
+static bool
+read_table_stats(QueueInfo *q, bool with_counts, bool age, Datum *values, bool *nulls,
+				 MemoryContext cxt)
+{
+	Oid			relid = q == NULL ? InvalidOid : QueueTableRelid(q);
+	RowRead		r;
+
+	for (int i = 0; i <= JS_NSTATES; i++)
+		nulls[i] = true;
+	if (!OidIsValid(relid))
+		return false;
+	r.q = q;
+	r.owner = QueueRelOwner(relid, q->name);
+	r.sql = table_stats_sql(q, with_counts, age);
+	r.values = values;
+	r.nulls = nulls;
+	r.cxt = cxt;
+	QueueReadInSubxact(read_row, &r);
+	return true;
 }
 
 /*
  * queue._table_stats(qno, with_counts, gen): the age of the queue's oldest
  * ready job and, with with_counts, its jobs counted by state, read from
  * its table as the table's owner; given gen (of queue._counts), the
- * counts are kept in shared memory.  For a role that may read the queue:
+ * counts are kept in shared memory.  For the queue.stats of 0.4 and 0.5
+ * (since 0.6, queue._queue_stats).  For a role that may read the queue:
  * it reads the table as its owner, and a table's owner can make reading
  * the table run code of theirs (on PostgreSQL 15 a rule can turn an empty
  * table into a view), which must not run with the reader's rights.  Like
@@ -240,71 +303,147 @@ queue_table_stats(PG_FUNCTION_ARGS)
 	HeapTuple	result;
 	MemoryContext old;
 	QueueInfo  *q;
-	Oid			relid = InvalidOid;
 
-	for (int i = 0; i <= JS_NSTATES; i++)
-		nulls[i] = true;
 	QueueCheckReader(PG_GETARG_INT32(0));
 	QueueSpiBegin();
 	q = QueueLookupByQno(PG_GETARG_INT32(0), true);
-	if (q != NULL)
-		relid = QueueTableRelid(q);
-	if (OidIsValid(relid))
-	{
-		const char *t = quote_qualified_identifier("queue", psprintf("q_%s", q->name));
-		const char *l = quote_qualified_identifier("queue", psprintf("l_%s", q->name));
-		StringInfoData sql;
-
-		initStringInfo(&sql);
-		appendStringInfoString(&sql, "SELECT ");
-		/*
-		 * In JobState's order, which is the order of the result's
-		 * columns.  Jobs under batch leases are ready rows at the attempt
-		 * a lease lists, and running (xact/leases.c).
-		 */
-		for (int i = 0; i < JS_NSTATES; i++)
-		{
-			if (!with_counts)
-			{
-				appendStringInfoString(&sql, "NULL::bigint, ");
-				continue;
-			}
-			appendStringInfo(&sql, "(SELECT count(*) FROM %s WHERE state = '%s')", t, job_state_names[i]);
-			if (i == JS_READY || i == JS_RUNNING)
-				appendStringInfo(&sql,
-								 " %s (SELECT count(*) FROM %s b CROSS JOIN LATERAL unnest(b.ids, b.attempts) AS u(id, attempt)"
-								 " JOIN %s j ON j.id = u.id AND j.attempt = u.attempt AND j.state = 'ready')",
-								 i == JS_READY ? "-" : "+", l, t);
-			appendStringInfoString(&sql, ", ");
-		}
-		/*
-		 * The oldest ready job is at the head of one of the priorities:
-		 * visit each priority's head once (a loose index scan).
-		 */
-		appendStringInfo(&sql,
-						 "(WITH RECURSIVE p(priority) AS ("
-						 " (SELECT priority FROM %1$s WHERE state = 'ready' AND NOT queue._leased(id)"
-						 " ORDER BY priority DESC, rank LIMIT 1)"
-						 " UNION ALL"
-						 " SELECT (SELECT j.priority FROM %1$s j WHERE j.state = 'ready' AND j.priority < p.priority"
-						 " AND NOT queue._leased(j.id) ORDER BY j.priority DESC, j.rank LIMIT 1)"
-						 " FROM p WHERE p.priority IS NOT NULL)"
-						 " SELECT CASE WHEN min(h.since) IS NOT NULL"
-						 " THEN greatest(now() - min(h.since), interval '0') END"
-						 " FROM p, LATERAL (SELECT greatest(j.run_at, j.enqueued_at) AS since FROM %1$s j"
-						 " WHERE j.state = 'ready' AND j.priority = p.priority AND NOT queue._leased(j.id)"
-						 " ORDER BY j.rank LIMIT 1) h"
-						 " WHERE p.priority IS NOT NULL)", t);
-
-		read_unlocked(q, QueueRelOwner(relid, q->name), sql.data, values, nulls, outer);
-		if (with_counts && PG_NARGS() > 2 && !PG_ARGISNULL(2))
-			store_counts(q->qno, (uint64) PG_GETARG_INT64(2), values, nulls);
-	}
+	if (read_table_stats(q, with_counts, true, values, nulls, outer) &&
+		with_counts && PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		store_counts(q->qno, (uint64) PG_GETARG_INT64(2), values, nulls);
 	old = MemoryContextSwitchTo(outer);
 	result = heap_form_tuple(tupdesc, values, nulls);
 	MemoryContextSwitchTo(old);
 	QueueSpiEnd();
 	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
+/* The columns of queue._queue_stats, in order. */
+enum
+{
+	QS_READY,
+	QS_SCHEDULED,
+	QS_RUNNING,
+	QS_DEAD,
+	QS_OLDEST_READY_AGE,
+	QS_COMPLETED,
+	QS_FAILED,
+	QS_WAITING,
+	QS_SHARED_STATE,
+	QS_NCOLS
+};
+
+/*
+ * What queue q's table says (read_table_stats) that shared memory did not
+ * know: its counts, unless counts_valid, and when its oldest ready job
+ * became ready (*since, 0 for none).  Both are kept in shared memory for
+ * the next reader, given the generation read before the table's
+ * snapshot, unless this transaction changed the queue (its snapshot
+ * shows what others do not) or its snapshot may predate the generation.
+ */
+static void
+stats_from_table(QueueInfo *q, bool counts_valid, int64 *counts, uint64 counts_gen,
+				 uint64 oldest_gen, TimestampTz *since)
+{
+	Datum		values[JS_NSTATES + 1];
+	bool		nulls[JS_NSTATES + 1];
+	bool		keep = !QueueXactTouched(q->qno) && !IsolationUsesXactSnapshot();
+
+	*since = 0;
+	if (!read_table_stats(q, !counts_valid, false, values, nulls, CurrentMemoryContext))
+		return;
+	if (!nulls[JS_NSTATES])
+		*since = DatumGetTimestampTz(values[JS_NSTATES]);
+	if (keep)
+		QueueOldestSet(q->qno, oldest_gen, *since);
+	if (counts_valid)
+		return;
+	for (int i = 0; i < JS_NSTATES; i++)
+		counts[i] = nulls[i] ? 0 : DatumGetInt64(values[i]);
+	if (keep)
+		store_counts(q->qno, counts_gen, values, nulls);
+}
+
+/* How long ago, as of now(), since was; zero for a time after now(). */
+static Interval *
+age_since(TimestampTz since)
+{
+	TimestampTz now_ts = GetCurrentTransactionStartTimestamp();
+	Interval   *age = (Interval *) palloc0(sizeof(Interval));
+
+	if (since < now_ts)
+		age->time = now_ts - since;
+	return age;
+}
+
+/* The jobs of queue qno this transaction holds (xact/held.c). */
+static int64
+held_count(int32 qno)
+{
+	ListCell   *lc;
+	int64		n = 0;
+
+	foreach(lc, QueueHeldJobs())
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+
+		if (j->done_nest == 0 && j->written_nest == 0 &&
+			JobIdQueue(DatumGetInt64(j->values[JC_ID])) == qno)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * queue._queue_stats(qno): the row of queue.stats for queue qno.  Counts,
+ * recent completions and the oldest ready job come from shared memory
+ * (shmem/queuecounts.c); the queue's table is read only for what shared
+ * memory does not know (after a restart, or a change to the queue's jobs
+ * since it was last read), so that an idle queue costs no read at all:
+ * queue.stats over thousands of queues reads only the busy ones.  Jobs
+ * this transaction holds count as running (xact/held.c).
+ */
+PG_FUNCTION_INFO_V1(queue_queue_stats);
+Datum
+queue_queue_stats(PG_FUNCTION_ARGS)
+{
+	int32		qno = PG_GETARG_INT32(0);
+	TupleDesc	tupdesc = result_row_type(fcinfo);
+	Datum		values[QS_NCOLS] = {0};
+	bool		nulls[QS_NCOLS] = {0};
+	int64		counts[JS_NSTATES] = {0};
+	uint64		counts_gen;
+	uint64		oldest_gen;
+	TimestampTz since;
+	bool		counts_valid;
+	int64		completed;
+	int64		failed;
+	QueueInfo  *q;
+
+	QueueCheckReader(qno);
+	QueueSpiBegin();
+	q = QueueLookupByQno(qno, false);
+	counts_valid = QueueCountsGet(qno, counts, &counts_gen);
+	if (!QueueOldestGet(qno, &since, &oldest_gen) || !counts_valid || QueueXactTouched(qno))
+		stats_from_table(q, counts_valid, counts, counts_gen, oldest_gen, &since);
+	if (counts_valid)
+		QueueXactPendingCounts(qno, counts);
+	counts[JS_RUNNING] += held_count(qno);
+
+	values[QS_READY] = Int64GetDatum(counts[JS_READY]);
+	values[QS_SCHEDULED] = Int64GetDatum(counts[JS_SCHEDULED]);
+	values[QS_RUNNING] = Int64GetDatum(counts[JS_RUNNING]);
+	values[QS_DEAD] = Int64GetDatum(counts[JS_DEAD]);
+	values[QS_WAITING] = Int64GetDatum(counts[JS_WAITING]);
+	nulls[QS_OLDEST_READY_AGE] = since == 0;
+	if (since != 0)
+		values[QS_OLDEST_READY_AGE] = IntervalPGetDatum(age_since(since));
+	nulls[QS_COMPLETED] = nulls[QS_FAILED] = !QueueRecentCounts(qno, &completed, &failed);
+	values[QS_COMPLETED] = Int64GetDatum(completed);
+	values[QS_FAILED] = Int64GetDatum(failed);
+	nulls[QS_SHARED_STATE] = !QueueStateActive();
+	values[QS_SHARED_STATE] = BoolGetDatum(QueueStateHas(qno));
+	QueueSpiEnd();
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /* queue._recent_counts(qno): completions and failures in the last minute */

@@ -10,7 +10,7 @@
  * used (past that, a queue runs without).  Without preloading every function
  * here is a no-op: claims scan from the front, recent counts are unknown.
  *
- * The counters behind queue.stats work the same way: committing
+ * The counters behind queue.stats (queuecounts.c) work the same way: committing
  * transactions add what they changed, and a recount (after a restart, or
  * after a management function changed jobs wholesale) is stored only if no
  * transaction applied changes since before the recount's snapshot.
@@ -53,56 +53,11 @@
 
 #include "base/job.h"
 #include "base/settings.h"
+#include "shmem/queueentry.h"
 #include "shmem/queuestate.h"
 
-#define RECENT_SECONDS		60
 #define PROMOTE_INTERVAL_MS	50
-
-/*
- * How many of the latest due times noted (QueueDueLower) a queue keeps, so
- * that a due time computed meanwhile can take them in rather than be
- * thrown away: every leased claim notes its lease, so with several
- * consumers a promotion's next due time would otherwise rarely survive.
- */
-#define DUE_NOTED			16
 #define SKIP_RECHECK_MS		1000
-
-typedef struct QueueSharedKey
-{
-	Oid			dboid;
-	int32		qno;
-} QueueSharedKey;
-
-typedef struct QueueShared
-{
-	QueueSharedKey key;
-	slock_t		mutex;
-	bool		cursor_valid;
-	int32		cursor_prio;
-	int64		cursor_rank;
-	uint64		gen;
-	int32		hint_prio;		/* claims in flight cover the jobs before */
-	int64		hint_rank;		/* ... (hint_prio, hint_rank) */
-	uint64		hint_gen;		/* ... while gen is still this */
-	bool		skip_valid;		/* a claim passed over a job it could not take */
-	int32		skip_prio;		/* ... the first such job in claim order */
-	int64		skip_rank;
-	TimestampTz skip_at;		/* ... since when */
-	TimestampTz promote_checked;
-	bool		notify_pending;
-	bool		may_wait;		/* a claim came back short since the last NOTIFY */
-	TimestampTz notified_at;	/* that NOTIFY */
-	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
-	uint64		due_gen;
-	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
-	bool		leases_loaded;	/* xact/leases.c knows the queue's batch leases */
-	bool		counts_valid;
-	uint64		counts_gen;
-	int64		counts[JS_NSTATES];
-	int64		bucket_sec[RECENT_SECONDS];
-	int64		completed[RECENT_SECONDS];
-	int64		failed[RECENT_SECONDS];
-} QueueShared;
 
 static HTAB *queue_shared_hash = NULL;
 static LWLock *queue_shared_lock = NULL;
@@ -166,8 +121,8 @@ queue_shared_find(int32 qno)
  * with the LWLock held shared, or NULL without it when there is no shared
  * state or the table is full.
  */
-static QueueShared *
-queue_shared_acquire(int32 qno)
+QueueShared *
+QueueEntryAcquire(int32 qno)
 {
 	QueueSharedKey key = entry_key(qno);
 	QueueShared *entry = queue_shared_find(qno);
@@ -201,6 +156,11 @@ queue_shared_acquire(int32 qno)
 		entry->leases_loaded = false;
 		entry->counts_valid = false;
 		entry->counts_gen = 0;
+		entry->oldest_gen = 0;
+		entry->oldest_valid = false;
+		entry->oldest_since = 0;
+		entry->archive_gen = 0;
+		entry->archive_next = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
 		memset(entry->completed, 0, sizeof(entry->completed));
 		memset(entry->failed, 0, sizeof(entry->failed));
@@ -210,8 +170,8 @@ queue_shared_acquire(int32 qno)
 	return entry == NULL ? NULL : queue_shared_find(qno);
 }
 
-static inline void
-queue_shared_release(void)
+void
+QueueEntryRelease(void)
 {
 	LWLockRelease(queue_shared_lock);
 }
@@ -265,7 +225,7 @@ cursor_to_skipped(QueueShared *e)
 bool
 QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		valid;
 
 	if (e == NULL)
@@ -284,7 +244,7 @@ QueueCursorGet(int32 qno, TimestampTz now, int32 *prio, int64 *rank, uint64 *gen
 	}
 	*gen = e->gen;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return valid;
 }
 
@@ -301,7 +261,7 @@ QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen)
 
 	if (pg_add_s64_overflow(rank, n, &end))
 		return;
-	e = queue_shared_acquire(qno);
+	e = QueueEntryAcquire(qno);
 	if (e == NULL)
 		return;
 	SpinLockAcquire(&e->mutex);
@@ -313,13 +273,13 @@ QueueCursorReserve(int32 qno, int32 prio, int64 rank, int n, uint64 gen)
 		e->hint_rank = end;
 	}
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 void
 QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
@@ -332,13 +292,13 @@ QueueCursorAdvance(int32 qno, int32 prio, int64 rank, uint64 gen)
 		e->cursor_rank = rank;
 	}
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 void
 QueueCursorLower(int32 qno, int32 prio, int64 rank)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
@@ -350,7 +310,7 @@ QueueCursorLower(int32 qno, int32 prio, int64 rank)
 	}
 	e->gen++;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 /*
@@ -363,7 +323,7 @@ QueueCursorLower(int32 qno, int32 prio, int64 rank)
 void
 QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
@@ -381,7 +341,7 @@ QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
 		e->skip_rank = rank;
 	}
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 /*
@@ -392,7 +352,7 @@ QueueCursorSkipped(int32 qno, int32 prio, int64 rank, TimestampTz now)
 void
 QueueCursorUnskip(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
@@ -400,13 +360,13 @@ QueueCursorUnskip(int32 qno)
 	if (e->skip_valid)
 		cursor_to_skipped(e);
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 void
 QueueCursorReset(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
@@ -414,7 +374,7 @@ QueueCursorReset(int32 qno)
 	e->cursor_valid = false;
 	e->gen++;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 /* A dropped queue's entry is removed, so that its slot can be reused. */
@@ -454,7 +414,7 @@ QueueStateForgetDatabase(Oid dboid)
 int
 QueueLeasesLoaded(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	int			loaded;
 
 	if (e == NULL)
@@ -462,21 +422,21 @@ QueueLeasesLoaded(int32 qno)
 	SpinLockAcquire(&e->mutex);
 	loaded = e->leases_loaded ? 1 : 0;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return loaded;
 }
 
 void
 QueueLeasesSetLoaded(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 
 	if (e == NULL)
 		return;
 	SpinLockAcquire(&e->mutex);
 	e->leases_loaded = true;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 }
 
 /*
@@ -489,7 +449,7 @@ QueueLeasesSetLoaded(int32 qno)
 bool
 QueuePromoteDue(int32 qno, TimestampTz now_ts)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		due;
 
 	if (e == NULL)
@@ -501,7 +461,7 @@ QueuePromoteDue(int32 qno, TimestampTz now_ts)
 	if (due)
 		e->promote_checked = now_ts;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return due;
 }
 
@@ -512,7 +472,7 @@ QueuePromoteDue(int32 qno, TimestampTz now_ts)
 int
 QueueMarkNotify(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		was;
 
 	if (e == NULL)
@@ -521,73 +481,8 @@ QueueMarkNotify(int32 qno)
 	was = e->notify_pending;
 	e->notify_pending = true;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return was ? 0 : 1;
-}
-
-void
-QueueCountsApply(int32 qno, const int64 *delta)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	for (int i = 0; i < JS_NSTATES; i++)
-		e->counts[i] += delta[i];
-	e->counts_gen++;
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-}
-
-void
-QueueCountsInvalidate(int32 qno)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	e->counts_valid = false;
-	e->counts_gen++;
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-}
-
-/* The counts if they are valid; gen in any case, for QueueCountsSet. */
-bool
-QueueCountsGet(int32 qno, int64 *counts, uint64 *gen)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-	bool		valid;
-
-	*gen = 0;
-	if (e == NULL)
-		return false;
-	SpinLockAcquire(&e->mutex);
-	valid = e->counts_valid;
-	*gen = e->counts_gen;
-	memcpy(counts, e->counts, sizeof(e->counts));
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-	return valid;
-}
-
-void
-QueueCountsSet(int32 qno, uint64 gen, const int64 *counts)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	if (e->counts_gen == gen)
-	{
-		memcpy(e->counts, counts, sizeof(e->counts));
-		e->counts_valid = true;
-	}
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
 }
 
 /*
@@ -615,14 +510,14 @@ QueueDueGet(int32 qno, TimestampTz *due, uint64 *gen)
 	*due = e->next_due;
 	*gen = e->due_gen;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return known;
 }
 
 bool
 QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		changed = false;
 
 	if (e == NULL)
@@ -645,7 +540,7 @@ QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
 		}
 	}
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return changed;
 }
 
@@ -656,7 +551,7 @@ QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
 bool
 QueueDueLower(int32 qno, TimestampTz at)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		lowered;
 
 	if (e == NULL)
@@ -668,7 +563,7 @@ QueueDueLower(int32 qno, TimestampTz at)
 	e->due_gen++;
 	e->due_noted[e->due_gen % DUE_NOTED] = at;
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return lowered && at != 0;
 }
 
@@ -681,7 +576,7 @@ QueueDueLower(int32 qno, TimestampTz at)
 bool
 QueueMarkMayWait(int32 qno)
 {
-	QueueShared *e = queue_shared_acquire(qno);
+	QueueShared *e = QueueEntryAcquire(qno);
 	bool		held = false;
 
 	if (e == NULL)
@@ -693,7 +588,7 @@ QueueMarkMayWait(int32 qno)
 		held = e->notify_pending;
 	}
 	SpinLockRelease(&e->mutex);
-	queue_shared_release();
+	QueueEntryRelease();
 	return held;
 }
 
@@ -751,49 +646,4 @@ QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, Timestam
 	}
 	LWLockRelease(queue_shared_lock);
 	return result;
-}
-
-void
-QueueCountFinished(int32 qno, int64 completed, int64 failed)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
-	int			i = sec % RECENT_SECONDS;
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	if (e->bucket_sec[i] != sec)
-	{
-		e->bucket_sec[i] = sec;
-		e->completed[i] = 0;
-		e->failed[i] = 0;
-	}
-	e->completed[i] += completed;
-	e->failed[i] += failed;
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-}
-
-bool
-QueueRecentCounts(int32 qno, int64 *completed, int64 *failed)
-{
-	QueueShared *e = queue_shared_acquire(qno);
-	int64		sec = GetCurrentTimestamp() / USECS_PER_SEC;
-
-	*completed = *failed = 0;
-	if (e == NULL)
-		return false;
-	SpinLockAcquire(&e->mutex);
-	for (int i = 0; i < RECENT_SECONDS; i++)
-	{
-		if (e->bucket_sec[i] > sec - RECENT_SECONDS)
-		{
-			*completed += e->completed[i];
-			*failed += e->failed[i];
-		}
-	}
-	SpinLockRelease(&e->mutex);
-	queue_shared_release();
-	return true;
 }

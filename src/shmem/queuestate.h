@@ -48,6 +48,12 @@ extern bool QueueCountsGet(int32 qno, int64 *counts, uint64 *gen);
 extern void QueueCountsSet(int32 qno, uint64 gen, const int64 *counts);
 extern void QueueCountFinished(int32 qno, int64 completed, int64 failed);
 extern bool QueueRecentCounts(int32 qno, int64 *completed, int64 *failed);
+extern bool QueueOldestGet(int32 qno, TimestampTz *since, uint64 *gen);
+extern void QueueOldestSet(int32 qno, uint64 gen, TimestampTz since);
+
+/* when the archive ring may have work next (worker/upkeep.c) */
+extern bool QueueArchiveNextGet(int32 qno, TimestampTz *next, uint64 *gen);
+extern void QueueArchiveNextSet(int32 qno, uint64 gen, TimestampTz next);
 
 /* whether the queue's batch leases are known (xact/leases.c) */
 extern int	QueueLeasesLoaded(int32 qno);

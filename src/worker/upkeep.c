@@ -27,6 +27,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "base/job.h"
 #include "base/role.h"
 #include "base/settings.h"
 #include "shmem/queuestate.h"
@@ -66,29 +67,28 @@ check_select(int ret, const char *what)
 }
 
 /*
- * Cleanup visits a queue that is not due only if its archive ring has a
- * segment to empty or to turn to.  Asked in the queue's own subtransaction,
- * with its row locked (so not for a queue dropped meanwhile), so that an
- * archive broken by its owner fails that queue alone; one whose state is
- * unknown is visited, and its tick warns.
+ * When queue qno's archive ring may have work next (queue._archive_next):
+ * DT_NOEND if not before jobs are archived.  Asked in the queue's own
+ * subtransaction, with its row locked (so not for a queue dropped
+ * meanwhile), so that an archive broken by its owner fails that queue
+ * alone; 0 for a queue dropped meanwhile.
  */
-static bool
-archive_has_work(int32 qno)
+static TimestampTz
+archive_next(int32 qno)
 {
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(qno)};
 	bool		isnull;
-
+	Datum		d;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT coalesce((SELECT d.turn OR cardinality(d.expired) > 0"
-								" FROM queue._archive_due(c, now()) d), true)"
-								" FROM queue.queue_config c WHERE c.qno = $1",
-								1, argtypes, args, NULL, false, 1);
+	ret = SPI_execute_with_args("SELECT queue._archive_next(c, now()) FROM queue.queue_config c"
+								" WHERE c.qno = $1", 1, argtypes, args, NULL, false, 1);
 	check_select(ret, "look at the archive ring");
 	if (SPI_processed != 1)
-		return false;			/* dropped meanwhile */
-	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		return 0;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? DT_NOEND : DatumGetTimestampTz(d);
 }
 
 /*
@@ -97,10 +97,12 @@ archive_has_work(int32 qno)
  * queue must not stall the others.  The row lock keeps queue.drop (which
  * locks the row FOR UPDATE) out until we are done; a queue dropped since
  * we listed it is skipped.  It is taken as ourselves: a queue's owner may
- * read queue_config but not lock its rows.  Unless due, the statement runs
- * only if the queue's archive has work (looked at after the row lock, in
- * the subtransaction: an owner could otherwise break every pass by
- * dropping an archive segment).  Returns the statement's first column if
+ * read queue_config but not lock its rows.  With cleanup, the statement
+ * runs unless due only if the queue's archive has work, and what the ring
+ * shows afterwards is kept in shared memory, so that later cleanups pass
+ * over the queue until then (looked at after the row lock, in the
+ * subtransaction: an owner could otherwise break every pass by dropping
+ * an archive segment).  Returns the statement's first column if
  * it is a timestamptz, read before the subtransaction frees it, or 0 (also
  * if it was NULL); *status says whether it ran.
  */
@@ -118,6 +120,7 @@ typedef struct UpkeepCall
 	Oid			owner;
 	bool		cleanup;
 	bool		due;
+	uint64		archive_gen;	/* read before the look, for QueueArchiveNextSet */
 	const char *sql;
 	TimestampTz result;
 	UpkeepStatus status;
@@ -135,8 +138,18 @@ upkeep_in_subxact(void *arg)
 	check_select(SPI_execute_with_args("SELECT FROM queue.queue_config c WHERE c.qno = $1 FOR KEY SHARE",
 									   1, argtypes, args, NULL, false, 1),
 				 "lock the queue's configuration");
-	if (SPI_processed != 1 || !(c->due || archive_has_work(c->qno)))
+	if (SPI_processed != 1)
 		return;
+	if (c->cleanup && !c->due)
+	{
+		TimestampTz next = archive_next(c->qno);
+
+		if (next > GetCurrentTimestamp())
+		{
+			QueueArchiveNextSet(c->qno, c->archive_gen, next);
+			return;
+		}
+	}
 	QueueAsRoleBegin(&as, c->owner);
 	/* the owner's code on its tables (triggers) must not stall the pass */
 	QueueOwnerTimeoutBegin();
@@ -151,13 +164,23 @@ upkeep_in_subxact(void *arg)
 		c->status = UPKEEP_RAN;
 	}
 	QueueAsRoleEnd(&as);
+	if (c->cleanup)
+		QueueArchiveNextSet(c->qno, c->archive_gen, archive_next(c->qno));
 }
 
 static TimestampTz
 upkeep_queue(int32 qno, Oid owner, bool cleanup, bool due, const char *sql, UpkeepStatus *status)
 {
-	UpkeepCall	c = {qno, owner, cleanup, due, sql, 0, UPKEEP_SKIPPED};
-	ErrorData  *edata = QueueRunInSubxact(upkeep_in_subxact, &c);
+	UpkeepCall	c = {qno, owner, cleanup, due, 0, sql, 0, UPKEEP_SKIPPED};
+	ErrorData  *edata;
+
+	if (cleanup)
+	{
+		TimestampTz ignored;
+
+		(void) QueueArchiveNextGet(qno, &ignored, &c.archive_gen);
+	}
+	edata = QueueRunInSubxact(upkeep_in_subxact, &c);
 
 	*status = c.status;
 	if (edata == NULL)
@@ -204,6 +227,7 @@ static int	nknown = 0;
 static int32 *known_qnos = NULL;
 static Oid *known_owners = NULL;
 static uint64 queues_read = 0;	/* WorkerCatalogChanges() when the list was read */
+static bool archive_stale = true;	/* the next cleanup looks at every archive ring */
 
 /* Read the queues again if a change may have made the list stale, or always. */
 static void
@@ -215,6 +239,8 @@ read_queues(bool always)
 
 	if (queues_read == changes && !always)
 		return;
+	if (queues_read != changes)
+		archive_stale = true;
 	ret = SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
 					  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
 					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
@@ -263,17 +289,45 @@ upkeep_xact_begin(void)
  * it commits.
  */
 static void
-upkeep_xact_end(const int *visited, int nvisited, bool cleanup)
+upkeep_xact_end(const int *visited, int nvisited)
 {
 	for (int v = 0; v < nvisited; v++)
 	{
 		UpkeepStatus status;
 
-		(void) upkeep_queue(known_qnos[visited[v]], known_owners[visited[v]], cleanup, true,
+		(void) upkeep_queue(known_qnos[visited[v]], known_owners[visited[v]], false, true,
 							"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
 							&status);
 	}
 	WorkerPassEnd();
+}
+
+/*
+ * Whether queue qno may have running jobs to orphan: unless its counts in
+ * shared memory are known and show none.  A job under a batch lease counts
+ * as running.
+ */
+static bool
+may_have_running(int32 qno)
+{
+	int64		counts[JS_NSTATES];
+	uint64		gen;
+
+	return !QueueCountsGet(qno, counts, &gen) || counts[JS_RUNNING] != 0;
+}
+
+/*
+ * Whether a cleanup must look at queue qno's archive ring: unless shared
+ * memory knows it has no work before a later time, and no change of
+ * queue_config (a retention altered) was read since.
+ */
+static bool
+archive_may_have_work(int32 qno, TimestampTz now_ts)
+{
+	TimestampTz next;
+	uint64		gen;
+
+	return archive_stale || !QueueArchiveNextGet(qno, &next, &gen) || next <= now_ts;
 }
 
 /*
@@ -285,18 +339,19 @@ static bool
 queue_due_now(int i, bool orphans, bool cleanup, TimestampTz now_ts,
 			  TimestampTz *due, uint64 *due_gen, bool *due_now, TimestampTz *next)
 {
+	int32		qno = known_qnos[i];
 	TimestampTz grace_start = now_ts - WAITERS_GRACE_MS * INT64CONST(1000);
 
 	*due = 0;
-	*due_now = !QueueDueGet(known_qnos[i], due, due_gen) || *due <= now_ts ||
-		(orphans && *due != DT_NOEND);
+	*due_now = !QueueDueGet(qno, due, due_gen) || *due <= now_ts ||
+		(orphans && *due != DT_NOEND && may_have_running(qno));
 	if (!orphans && *due != 0 && *due != DT_NOEND && *due > grace_start &&
-		QueueWaitersPresent(known_qnos[i], grace_start))
+		QueueWaitersPresent(qno, grace_start))
 	{
 		*due += WAITERS_GRACE_MS * INT64CONST(1000);
 		*due_now = false;
 	}
-	if (!*due_now && !cleanup)
+	if (!*due_now && !(cleanup && archive_may_have_work(qno, now_ts)))
 	{
 		note_next(next, *due);
 		return false;
@@ -310,21 +365,21 @@ queue_due_now(int i, bool orphans, bool cleanup, TimestampTz now_ts,
  * queue's next due time is kept in shared memory, so a pass only visits
  * queues whose time has come; with orphans (checked at every cleanup
  * too, in case an earlier look failed) also those that may have running
- * jobs, and with cleanup those whose archive ring has a segment to empty
- * or to turn to.  A queue with running jobs always has a due time
- * (the earliest lease), so one known to have none (DT_NOEND) has no
- * running job to orphan.  A pass costs about a millisecond per queue it
- * visits, which with hundreds of idle queues made every sweep visiting
- * all of them the bulk of an idle worker's CPU and delayed the return of
- * orphans.  The pass commits after every QUEUES_PER_XACT queues it tried.
- * Sets *next to the earliest time something falls due again (0 if
- * nothing is known).  False if the extension is gone.
+ * jobs, and with cleanup those whose archive ring may have a segment to
+ * empty or to turn to.  A queue with running jobs always has a due time
+ * (the earliest lease), so one known to have none (DT_NOEND), or whose
+ * counts show none, has no running job to orphan.  A visit costs about a
+ * millisecond, so an idle queue must cost none: every sweep visiting
+ * every queue made a worker beside 1,000 idle queues use 9% of a core.
+ * The pass commits after every QUEUES_PER_XACT queues it tried.  Sets
+ * *next to the earliest time something falls due again (0 if nothing is
+ * known).  False if the extension is gone.
  */
 bool
 WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
-	int			visited[QUEUES_PER_XACT];
+	int			visited[QUEUES_PER_XACT] = {0};
 	int			nvisited = 0;
 	int			ntried = 0;
 
@@ -345,7 +400,7 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 			continue;
 		if (ntried == QUEUES_PER_XACT)
 		{
-			upkeep_xact_end(visited, nvisited, cleanup);
+			upkeep_xact_end(visited, nvisited);
 			nvisited = ntried = 0;
 			if (ShutdownRequestPending)
 				return true;
@@ -378,6 +433,8 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 			QueueSignalDue(known_qnos[i]);
 		note_next(next, queue_next);
 	}
-	upkeep_xact_end(visited, nvisited, cleanup);
+	upkeep_xact_end(visited, nvisited);
+	if (cleanup)
+		archive_stale = false;
 	return true;
 }

@@ -178,6 +178,20 @@ QueueXactPendingCounts(int32 qno, int64 *counts)
 	}
 }
 
+/* Whether this transaction changed anything of queue qno's so far. */
+bool
+QueueXactTouched(int32 qno)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		if (((PendingQueue *) lfirst(lc))->qno == qno)
+			return true;
+	}
+	return false;
+}
+
 /*
  * This transaction created the queue: it starts with no jobs.  Makes its
  * shared state now; false if there is no room for it (queue.max_queues),

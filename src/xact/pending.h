@@ -30,6 +30,7 @@ extern void QueueXactSchedulesChanged(void);
 /* what it sees of that before it commits */
 extern void QueueXactPendingCounts(int32 qno, int64 *counts);
 extern bool QueueXactScanStart(int32 qno, int32 *prio, int64 *rank);
+extern bool QueueXactTouched(int32 qno);
 
 /* steps of the end of a (sub)transaction, called by xact/xact.c */
 extern void PendingAtPrepare(void);

@@ -140,17 +140,15 @@ SELECT matches(pg_temp.error_text($$SELECT queue.enqueue('ac_b', '{}')$$),
                'through a queue name, the error names the queue, the privilege and the grant that gives it');
 
 -- the internal functions refuse too
-SELECT throws_ok(format('SELECT * FROM queue._counts(%s)', :b_qno), '42501', NULL, '_counts: 42501');
-SELECT throws_ok(format('SELECT * FROM queue._table_stats(%s, true, 0)', :b_qno), '42501', NULL,
-                 '_table_stats: 42501');
-SELECT throws_ok(format('SELECT * FROM queue._recent_counts(%s)', :b_qno), '42501', NULL, '_recent_counts: 42501');
-SELECT throws_ok(format('SELECT queue._shared_state(%s)', :b_qno), '42501', NULL, '_shared_state: 42501');
+SELECT throws_ok(format('SELECT * FROM queue._queue_stats(%s)', :b_qno), '42501', NULL, '_queue_stats: 42501');
+SELECT is((SELECT count(*) FROM queue._queue_jobs(:b_qno)), 0::bigint, '_queue_jobs of ac_b: no rows');
+SELECT is((SELECT count(*) FROM queue._queue_archive(:b_qno)), 0::bigint, '_queue_archive of ac_b: no rows');
+SELECT throws_ok(format($$SELECT queue._archive_next(c, now()) FROM queue.queue_config c WHERE c.qno = %s$$, :b_qno),
+                 '42501', NULL, '_archive_next is not executable');
 SELECT throws_ok(format('SELECT queue._recount(%s)', :b_qno), '42501', NULL, '_recount: 42501');
 SELECT throws_ok(format('SELECT queue._reset_cursor(%s)', :b_qno), '42501', NULL, '_reset_cursor: 42501');
 SELECT throws_ok(format($$SELECT queue._count(%s, 'ready', 'dead', 1)$$, :b_qno), '42501', NULL, '_count: 42501');
-SELECT throws_ok(format($$SELECT * FROM queue._stats(ROW(%s, 'ac_b', 1, '1 s', '1 s', '1 s', '1 s', NULL,
-                                 'block', false, now(), 0, '{}')::queue.queue_config)$$, :b_qno),
-                 '42501', NULL, '_stats of a forged ac_b row: 42501');
+SELECT throws_ok('SELECT * FROM queue._queue_stats(999997)', '42704', NULL, '_queue_stats of no queue: 42704');
 SELECT throws_ok(format($$SELECT * FROM queue._tick_queue(ROW(%s, 'ac_b', 1, '1 s', '1 s', '1 s', '1 s', NULL,
                                  'block', false, now(), 0, '{}')::queue.queue_config)$$, :b_qno),
                  '42501', NULL, '_tick_queue of a forged ac_b row: 42501');
