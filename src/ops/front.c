@@ -21,12 +21,15 @@
 #include "postgres.h"
 
 #include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "parser/parse_func.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -224,11 +227,53 @@ config_row(Datum qname, bool *ours)
 }
 
 /*
+ * Locks a queue.create takes until its transaction ends: its tables,
+ * indexes, TOAST tables and types (70, measured in pg_locks).
+ */
+#define LOCKS_PER_CREATE	70
+
+/* queue.create calls of the current transaction that made a queue */
+static LocalTransactionId creates_lxid = InvalidLocalTransactionId;
+static int	creates_in_xact = 0;
+
+/*
+ * A queue is about to be made: an error if this transaction has made as
+ * many as half the server's lock table holds.  The lock table is shared
+ * by every session, and a transaction making hundreds of queues filled it:
+ * it failed with "out of shared memory", and so did every other session
+ * that needed a lock meanwhile.  The other half is left to them.
+ * (Creates rolled back to a savepoint are still counted.)
+ */
+static void
+count_create(void)
+{
+	int			limit = Max(1, max_locks_per_xact * (MaxBackends + max_prepared_xacts) / 2 / LOCKS_PER_CREATE);
+
+	if (creates_lxid != MyProc->lxid)
+	{
+		creates_lxid = MyProc->lxid;
+		creates_in_xact = 0;
+	}
+	if (creates_in_xact >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("a transaction can create at most %d queues at max_locks_per_transaction = %d",
+						limit, max_locks_per_xact),
+				 errdetail("A queue's tables hold about %d locks until the transaction ends, in the lock table "
+						   "that every session shares; half of it is kept for the other sessions.",
+						   LOCKS_PER_CREATE),
+				 errhint("Commit after every %d queues, or raise max_locks_per_transaction (needs a restart).",
+						 limit)));
+	creates_in_xact++;
+}
+
+/*
  * queue.create(queue, ...): whoever may execute it (superusers, and the
  * roles it was granted to).  A role other than a superuser gets a queue
  * whose tables it owns: they are made as the owner of the extension's
  * tables and handed to it.  (With if_not_exists, a queue that was there
  * already stays as it is, even one made earlier in the same transaction.)
+ * A transaction can make only so many (count_create).
  */
 PG_FUNCTION_INFO_V1(queue_create);
 Datum
@@ -240,11 +285,17 @@ queue_create(PG_FUNCTION_ARGS)
 	bool		existed;
 	bool		ours;
 
-	if (superuser())
-		return call_target(fcinfo, cxt);
 	QueueSpiBegin();
-	QueueRunAsCatalogOwner();
+	if (!superuser())
+		QueueRunAsCatalogOwner();
 	existed = !PG_ARGISNULL(0) && config_row(PG_GETARG_DATUM(0), &ours);
+	if (!existed)
+		count_create();
+	if (superuser())
+	{
+		QueueSpiEnd();
+		return call_target(fcinfo, cxt);
+	}
 	result = call_target(fcinfo, cxt);
 	if (!existed && config_row(PG_GETARG_DATUM(0), &ours) && ours)
 		OidFunctionCall2(queue_function("_set_owner", 2, (Oid[]) {TEXTOID, REGROLEOID}),
