@@ -1,9 +1,9 @@
 #!/bin/bash
 # bench/many_queues.sh: what idle queues cost, and whether a busy queue
-# feels them.  Not part of run.sh: a tool for issue #53's work, like
-# due_stream.sh.
+# feels them.  Not part of run.sh (a run at 10,000 queues takes about 15
+# minutes), like due_stream.sh.
 #
-#   bash bench/many_queues.sh [COUNTS]          (default "0 10 1000")
+#   bash bench/many_queues.sh [COUNTS]          (default "10 1000 10000")
 #
 # Starts its own cluster (BENCH_DIR/BENCH_PORT, default /tmp/queue_many and
 # 54425) with the benchmark's settings and queue.max_queues = 20000, makes
@@ -13,13 +13,20 @@
 #   - create: seconds per queue for the queues made since the last count;
 #   - relations and bytes of schema queue per queue;
 #   - the idle worker's CPU, % of a core over IDLE_SECONDS (default 30);
-#   - queue.stats and count(*) of queue.jobs, ms (best of 3);
+#   - queue.stats, count(*) of queue.jobs and of queue.archive, ms (best
+#     of 3), and what a backend that ran them holds in memory;
 #   - the busy queue's single-job enqueue rate, 4 pgbench clients for
-#     ENQ_SECONDS (default 10), and its ratio to the first count's.
+#     ENQ_SECONDS (default 10), and its ratio to the first count's; then
+#     its claim-and-complete rate (one job per call) over what they made;
+#   - lateness of a job scheduled 2 s out on a probe queue, taken by a
+#     claim(wait =>) that sleeps for it (median and max of 5);
+#   - drop: ms per queue, dropping 10 of the idle queues (made again).
+# Shared memory per queue is fixed and not measured here: the segment
+# "queue state" is sized for queue.max_queues entries at start.
 # Honours PGBIN like run.sh; it never builds.  Writes
 # bench/results/<UTC timestamp>-many-queues/report.md.
 set -euo pipefail
-COUNTS=${1:-"0 10 1000"}
+COUNTS=${1:-"10 1000 10000"}
 IDLE_SECONDS=${IDLE_SECONDS:-30}
 ENQ_SECONDS=${ENQ_SECONDS:-10}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,9 +39,11 @@ EXTRA_CONF="queue.max_queues = 20000"
 source "$HERE/tools.sh"
 
 q -c "SELECT queue.create('busy')" >/dev/null
+q -c "SELECT queue.create('probe')" >/dev/null
 worker=$(worker_pid)
 hz=$(getconf CLK_TCK)
 echo "SELECT queue.enqueue('busy', '{\"n\": 1}');" >"$TMP/enqueue.sql"
+echo "SELECT queue.complete(id) FROM queue.claim('busy');" >"$TMP/claim.sql"
 
 best_ms() {
 	local best=""
@@ -57,12 +66,13 @@ mkdir -p "$OUT"
 	echo "Idle queues hold two jobs each (one ready, one scheduled an hour out); idle CPU over ${IDLE_SECONDS} s;"
 	echo "enqueue: 4 pgbench clients, -M prepared, ${ENQ_SECONDS} s, into the one busy queue."
 	echo
-	echo "| idle queues | create, ms/queue | relations/queue | MB of schema queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | busy enqueue, jobs/s | ratio to the first |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| idle queues | create, ms/queue | drop, ms/queue | relations/queue | MB of schema queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | count(*) queue.archive, ms | backend memory after them, MB | busy enqueue, jobs/s | ratio | busy claim+complete, jobs/s | ratio | scheduled job late, ms (median / max) |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT/report.md"
 
 made=0
 first_rate=""
+first_claim=""
 for n in $COUNTS; do
 	t0=$(date +%s%N)
 	if [ "$n" -gt "$made" ]; then
@@ -84,11 +94,41 @@ for n in $COUNTS; do
 	idle=$(echo "scale=2; 100 * ($c1 - $c0) / $hz / $IDLE_SECONDS" | bc)
 	stats_ms=$(best_ms "SELECT count(*) FROM queue.stats")
 	jobs_ms=$(best_ms "SELECT count(*) FROM queue.jobs")
+	archive_ms=$(best_ms "SELECT count(*) FROM queue.archive")
+	mem_mb=$(q -c "SELECT count(*) FROM queue.stats" -c "SELECT count(*) FROM queue.jobs" \
+		-c "SELECT count(*) FROM queue.archive" \
+		-c "SELECT round(sum(total_bytes) / 1048576.0, 1) FROM pg_backend_memory_contexts" | tail -1)
 	rate=$("$PGBIN/pgbench" -n -M prepared -c 4 -j 4 -T "$ENQ_SECONDS" -f "$TMP/enqueue.sql" -h "$DIR" -p "$PORT" postgres 2>/dev/null |
 		awk '/^tps/ {printf "%d", $3}')
+	claim_rate=$("$PGBIN/pgbench" -n -M prepared -c 4 -j 4 -T "$ENQ_SECONDS" -f "$TMP/claim.sql" -h "$DIR" -p "$PORT" postgres 2>/dev/null |
+		awk '/^tps/ {printf "%d", $3}')
+	q -c "SELECT queue.purge('busy')" >/dev/null
 	[ -n "$first_rate" ] || first_rate=$rate
+	[ -n "$first_claim" ] || first_claim=$claim_rate
 	ratio=$(echo "scale=2; $rate / $first_rate" | bc)
-	echo "| $n | $create_ms | $rels | $mb | $idle | $stats_ms | $jobs_ms | $rate | $ratio |" >>"$OUT/report.md"
-	echo "$n idle queues: create ${create_ms} ms/queue, worker ${idle}% of a core, stats ${stats_ms} ms, enqueue ${rate}/s"
+	claim_ratio=$(echo "scale=2; $claim_rate / $first_claim" | bc)
+	late=()
+	for _ in 1 2 3 4 5; do
+		q -c "SELECT queue.enqueue('probe', jsonb_build_object('due', extract(epoch FROM now() + interval '2 s')),
+		                            run_at => now() + interval '2 s')" >/dev/null
+		late+=("$(q -c "SELECT round((extract(epoch FROM clock_timestamp()) - (payload->>'due')::float8)::numeric * 1000, 1)
+		                  FROM queue.claim('probe', wait => '10 s')")")
+		q -c "SELECT queue.purge('probe')" >/dev/null
+	done
+	late_s=$(printf '%s\n' "${late[@]}" | sort -n | awk '{v[NR] = $1} END {print v[3] " / " v[5]}')
+	drop_ms="-"
+	if [ "$n" -ge 10 ]; then
+		t0=$(date +%s%N)
+		for i in $(seq 1 10); do echo "SELECT queue.drop('idle_$i');"; done | q >/dev/null
+		t1=$(date +%s%N)
+		drop_ms=$(echo "scale=1; ($t1 - $t0) / 1000000 / 10" | bc)
+		for i in $(seq 1 10); do
+			echo "SELECT queue.create('idle_$i');"
+			echo "SELECT queue.enqueue('idle_$i', '{}');"
+			echo "SELECT queue.enqueue('idle_$i', '{}', run_at => now() + interval '1 hour');"
+		done | q >/dev/null
+	fi
+	echo "| $n | $create_ms | $drop_ms | $rels | $mb | $idle | $stats_ms | $jobs_ms | $archive_ms | $mem_mb | $rate | $ratio | $claim_rate | $claim_ratio | $late_s |" >>"$OUT/report.md"
+	echo "$n idle queues: create ${create_ms} ms/queue, worker ${idle}% of a core, stats ${stats_ms} ms, jobs ${jobs_ms} ms, enqueue ${rate}/s, claim ${claim_rate}/s, late ${late_s} ms"
 done
 echo "== report: $OUT/report.md"

@@ -22,6 +22,7 @@
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -261,6 +262,45 @@ load_grants(QueueInfo *q)
 	}
 }
 
+/* What the cache keeps of a queue_config row, in enter_row's order. */
+#define CONFIG_SELECT \
+	"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max," \
+	" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'," \
+	" archive_seg FROM queue.queue_config"
+
+/*
+ * The cache entry of a row of CONFIG_SELECT, made if it is not there
+ * (*found says); its grants are for the caller to load.
+ */
+static QueueInfo *
+enter_row(HeapTuple tup, TupleDesc desc, bool *found)
+{
+	bool		isnull;
+	int32		qno = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+	QueueInfo  *q = hash_search(queue_by_qno, &qno, HASH_ENTER, found);
+	QueueNameEntry *ne;
+
+	if (!*found)
+	{
+		memset(((char *) q) + sizeof(int32), 0, sizeof(QueueInfo) - sizeof(int32));
+		strlcpy(q->name, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)), NAMEDATALEN);
+		q->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		q->lease = *DatumGetIntervalP(SPI_getbinval(tup, desc, 4, &isnull));
+		q->backoff_base = *DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull));
+		q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
+		q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+		q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+		q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
+		q->seqid = InvalidOid;
+	}
+	/* (also when found: an error between the two entries may have left it out) */
+	ne = hash_search(queue_by_name, q->name, HASH_ENTER, NULL);
+	ne->q = q;
+	return q;
+}
+
 /*
  * Read a queue_config row (selected by name or by number) into the cache.
  * Returns NULL if there is none.  Must be called inside QueueSpiBegin.
@@ -271,12 +311,7 @@ load_queue(const char *name, int32 qno)
 	Datum		arg;
 	Oid			argtype;
 	int			ret;
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
-	int32		found_qno;
 	QueueInfo  *q;
-	QueueNameEntry *ne;
 	bool		found;
 	SPIPlanPtr	plan;
 
@@ -290,13 +325,7 @@ load_queue(const char *name, int32 qno)
 		arg = Int32GetDatum(qno);
 		argtype = INT4OID;
 	}
-	plan = SPI_prepare(name != NULL ?
-					   "SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-					   " retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
-					   " archive_seg FROM queue.queue_config WHERE name = $1" :
-					   "SELECT qno, name, max_attempts, lease, backoff_base, backoff_max,"
-					   " retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue',"
-					   " archive_seg FROM queue.queue_config WHERE qno = $1",
+	plan = SPI_prepare(name != NULL ? CONFIG_SELECT " WHERE name = $1" : CONFIG_SELECT " WHERE qno = $1",
 					   1, &argtype);
 
 	/*
@@ -317,29 +346,9 @@ load_queue(const char *name, int32 qno)
 	if (SPI_processed == 0)
 		return NULL;
 
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	found_qno = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-	q = hash_search(queue_by_qno, &found_qno, HASH_ENTER, &found);
+	q = enter_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &found);
 	if (!found)
-	{
-		memset(((char *) q) + sizeof(int32), 0, sizeof(QueueInfo) - sizeof(int32));
-		strlcpy(q->name, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)), NAMEDATALEN);
-		q->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
-		q->lease = *DatumGetIntervalP(SPI_getbinval(tup, desc, 4, &isnull));
-		q->backoff_base = *DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull));
-		q->backoff_max = *DatumGetIntervalP(SPI_getbinval(tup, desc, 6, &isnull));
-		q->keep_archive = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
-		q->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-		q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
-		q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
-		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
-		q->seqid = InvalidOid;
 		load_grants(q);
-	}
-	/* (also when found: an error between the two entries may have left it out) */
-	ne = hash_search(queue_by_name, q->name, HASH_ENTER, NULL);
-	ne->q = q;
 	return q;
 }
 
@@ -404,6 +413,101 @@ QueueLookupByName(text *name)
 	return q;
 }
 
+/*
+ * Queues looked up and missed by one transaction after which the cache
+ * reads every queue at once: a statement over all queues (queue.stats,
+ * the views) read them one by one, two statements each, most of its time
+ * with thousands of queues.
+ */
+#define MISSES_BEFORE_ALL	16
+
+/* A row (qno, grantee, privileges) of queue_grants, for a queue just read. */
+static void
+add_grant(HeapTuple tup, TupleDesc desc)
+{
+	bool		isnull;
+	int32		qno = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+	QueueInfo  *q = hash_search(queue_by_qno, &qno, HASH_FIND, NULL);
+	int			n;
+
+	if (q == NULL || q->ngrants >= 0)
+		return;					/* not one of those just read */
+	n = -q->ngrants - 1;
+	q->grants = repalloc(q->grants, sizeof(QueueGrant) * (n + 1));
+	q->grants[n].role = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+	q->grants[n].privs = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+	q->ngrants--;				/* -(n + 1) - 1: still to come */
+}
+
+/*
+ * Read every queue_config row not in the cache, and their grants, with a
+ * statement each.  Must be called inside QueueSpiBegin.
+ */
+static void
+load_all_queues(void)
+{
+	Oid			grants = get_relname_relid("queue_grants", get_rel_namespace(queue_config_relid));
+	SPIPlanPtr	plan = SPI_prepare(CONFIG_SELECT, 0, NULL);
+	List	   *fresh = NIL;
+	ListCell   *lc;
+	int			ret;
+
+	ret = plan == NULL ? SPI_result : execute_as_config_owner(plan, NULL);
+	if (plan != NULL)
+		SPI_freeplan(plan);
+	check_catalog_read(ret, "queue_config");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		found;
+		QueueInfo  *q = enter_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &found);
+
+		if (found)
+			continue;
+		q->legacy_acl = !OidIsValid(grants);
+		q->grants = MemoryContextAllocZero(TopMemoryContext, sizeof(QueueGrant));
+		q->ngrants = -1;		/* grants to come */
+		fresh = lappend(fresh, q);
+	}
+	if (OidIsValid(grants) && fresh != NIL)
+	{
+		plan = SPI_prepare("SELECT qno, grantee::oid, bit_or(CASE privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2"
+						   " WHEN 'read' THEN 4 WHEN 'manage' THEN 8 END)"
+						   " FROM queue.queue_grants GROUP BY qno, grantee", 0, NULL);
+		ret = plan == NULL ? SPI_result : execute_as_config_owner(plan, NULL);
+		if (plan != NULL)
+			SPI_freeplan(plan);
+		check_catalog_read(ret, "queue_grants");
+		for (uint64 i = 0; i < SPI_processed; i++)
+			add_grant(SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+	}
+	foreach(lc, fresh)
+	{
+		QueueInfo  *q = (QueueInfo *) lfirst(lc);
+
+		q->ngrants = -q->ngrants - 1;
+	}
+}
+
+/* A lookup of queue qno missed: read it, or (after a few) every queue. */
+static QueueInfo *
+load_missed(int32 qno)
+{
+	static LocalTransactionId miss_lxid = InvalidLocalTransactionId;
+	static int	misses = 0;
+
+	if (miss_lxid != MyProc->lxid)
+	{
+		miss_lxid = MyProc->lxid;
+		misses = 0;
+	}
+	if (++misses == MISSES_BEFORE_ALL)
+	{
+		load_all_queues();
+		return hash_search(queue_by_qno, &qno, HASH_FIND, NULL);
+	}
+	return load_queue(NULL, qno);
+}
+
 /* Must be called inside QueueSpiBegin. */
 QueueInfo *
 QueueLookupById(int64 id, bool missing_ok)
@@ -416,7 +520,7 @@ QueueLookupById(int64 id, bool missing_ok)
 	{
 		q = hash_search(queue_by_qno, &qno, HASH_FIND, NULL);
 		if (q == NULL)
-			q = load_queue(NULL, qno);
+			q = load_missed(qno);
 	}
 	if (q == NULL && !missing_ok)
 		QueueErrorNoJob(id, "No queue holds job ids like it.",

@@ -281,17 +281,18 @@ queue_create(PG_FUNCTION_ARGS)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Oid			caller = GetUserId();
+	bool		is_super = superuser();
 	Datum		result;
 	bool		existed;
 	bool		ours;
 
 	QueueSpiBegin();
-	if (!superuser())
+	if (!is_super)
 		QueueRunAsCatalogOwner();
 	existed = !PG_ARGISNULL(0) && config_row(PG_GETARG_DATUM(0), &ours);
 	if (!existed)
 		count_create();
-	if (superuser())
+	if (is_super)
 	{
 		QueueSpiEnd();
 		return call_target(fcinfo, cxt);

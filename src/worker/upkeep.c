@@ -215,19 +215,48 @@ note_next(TimestampTz *next, TimestampTz t)
 }
 
 /*
- * The database's queues and the owners of their tables, as of the last
- * pass that read them.  Reading them joins queue_config with pg_class by
- * name, a scan of pg_class: with 200 queues each due once a second, that
- * was a third of the worker's CPU.  The list is read again after an
- * invalidation of pg_class (a table made, dropped or given to another
- * owner) or of queue_config (worker/pass.c), and at every cleanup pass,
- * for rows of queue_config written without either (a data-only restore).
+ * The database's queues, the owners of their tables and their retention,
+ * as of the last pass that read them.  Reading them joins queue_config
+ * with pg_class by name, a scan of pg_class: with 200 queues each due
+ * once a second, that was a third of the worker's CPU.  The list is read
+ * again after an invalidation of pg_class (a table made, dropped or given
+ * to another owner) or of queue_config (worker/pass.c), and every
+ * REREAD_CLEANUPS cleanup passes, for rows of queue_config written
+ * without either (a data-only restore).
  */
+#define REREAD_CLEANUPS		6
+
 static int	nknown = 0;
 static int32 *known_qnos = NULL;
 static Oid *known_owners = NULL;
+static Interval *known_retentions = NULL;
 static uint64 queues_read = 0;	/* WorkerCatalogChanges() when the list was read */
-static bool archive_stale = true;	/* the next cleanup looks at every archive ring */
+
+/*
+ * What shared memory knows of the archive ring of a queue whose retention
+ * changed is forgotten: it was worked out with the old one.  Both lists
+ * are in qno order.
+ */
+static void
+forget_changed_archives(int nold, const int32 *old_qnos, const Interval *old_retentions)
+{
+	int			o = 0;
+
+	for (int i = 0; i < nknown; i++)
+	{
+		while (o < nold && old_qnos[o] < known_qnos[i])
+			o++;
+		if (o < nold && old_qnos[o] == known_qnos[i] &&
+			memcmp(&old_retentions[o], &known_retentions[i], sizeof(Interval)) != 0)
+		{
+			TimestampTz ignored;
+			uint64		gen;
+
+			(void) QueueArchiveNextGet(known_qnos[i], &ignored, &gen);
+			QueueArchiveNextSet(known_qnos[i], gen, 0);
+		}
+	}
+}
 
 /* Read the queues again if a change may have made the list stale, or always. */
 static void
@@ -235,25 +264,24 @@ read_queues(bool always)
 {
 	/* counted first: a change committed while we read is read next time */
 	uint64		changes = WorkerCatalogChanges();
+	int			nold = nknown;
+	int32	   *old_qnos = known_qnos;
+	Interval   *old_retentions = known_retentions;
 	int			ret;
 
 	if (queues_read == changes && !always)
 		return;
-	if (queues_read != changes)
-		archive_stale = true;
-	ret = SPI_execute("SELECT c.qno, cl.relowner FROM queue.queue_config c"
+	ret = SPI_execute("SELECT c.qno, cl.relowner, c.retention FROM queue.queue_config c"
 					  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
 					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
 					  true, 0);
 	check_select(ret, "list the queues");
-	if (known_qnos != NULL)
-	{
-		pfree(known_qnos);
+	if (known_owners != NULL)
 		pfree(known_owners);
-	}
 	nknown = SPI_processed;
 	known_qnos = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * Max(nknown, 1));
 	known_owners = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nknown, 1));
+	known_retentions = MemoryContextAlloc(TopMemoryContext, sizeof(Interval) * Max(nknown, 1));
 	for (int i = 0; i < nknown; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -262,6 +290,13 @@ read_queues(bool always)
 
 		known_qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
 		known_owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		known_retentions[i] = *DatumGetIntervalP(SPI_getbinval(tup, desc, 3, &isnull));
+	}
+	if (old_qnos != NULL)
+	{
+		forget_changed_archives(nold, old_qnos, old_retentions);
+		pfree(old_qnos);
+		pfree(old_retentions);
 	}
 	WorkerLearnConfig();
 	queues_read = changes;
@@ -318,8 +353,8 @@ may_have_running(int32 qno)
 
 /*
  * Whether a cleanup must look at queue qno's archive ring: unless shared
- * memory knows it has no work before a later time, and no change of
- * queue_config (a retention altered) was read since.
+ * memory knows it has no work before a later time (forgotten when a job
+ * is archived, or the queue's retention changes).
  */
 static bool
 archive_may_have_work(int32 qno, TimestampTz now_ts)
@@ -327,7 +362,7 @@ archive_may_have_work(int32 qno, TimestampTz now_ts)
 	TimestampTz next;
 	uint64		gen;
 
-	return archive_stale || !QueueArchiveNextGet(qno, &next, &gen) || next <= now_ts;
+	return !QueueArchiveNextGet(qno, &next, &gen) || next <= now_ts;
 }
 
 /*
@@ -379,6 +414,7 @@ bool
 WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 {
 	TimestampTz now_ts = GetCurrentTimestamp();
+	static int	cleanups = 0;
 	int			visited[QUEUES_PER_XACT] = {0};
 	int			nvisited = 0;
 	int			ntried = 0;
@@ -386,7 +422,7 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 	*next = 0;
 	if (!upkeep_xact_begin())
 		return false;
-	read_queues(cleanup);
+	read_queues(cleanup && ++cleanups % REREAD_CLEANUPS == 1);
 
 	for (int i = 0; i < nknown; i++)
 	{
@@ -434,7 +470,5 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 		note_next(next, queue_next);
 	}
 	upkeep_xact_end(visited, nvisited);
-	if (cleanup)
-		archive_stale = false;
 	return true;
 }
