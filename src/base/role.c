@@ -132,14 +132,13 @@ QueueOwnerTimeoutCheck(const char *what)
 }
 
 /*
- * Run fn(arg) in a subtransaction of its own, so that what it runs of a
- * queue's owner cannot break what comes after: NULL if it went through,
- * or the error it raised, with the subtransaction rolled back and the
- * user, memory context and resource owner as they were (and an owner's
- * timeout ended).
+ * Run fn(arg) in a subtransaction of its own, which is kept if keep and
+ * fn went through, and rolled back otherwise: NULL if fn went through, or
+ * the error it raised, with the user, memory context and resource owner
+ * as they were (and an owner's timeout ended).
  */
-ErrorData *
-QueueRunInSubxact(void (*fn) (void *arg), void *arg)
+static ErrorData *
+run_in_subxact(void (*fn) (void *arg), void *arg, bool keep)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -152,7 +151,10 @@ QueueRunInSubxact(void (*fn) (void *arg), void *arg)
 	PG_TRY();
 	{
 		fn(arg);
-		ReleaseCurrentSubTransaction();
+		if (keep)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
 	{
@@ -170,6 +172,17 @@ QueueRunInSubxact(void (*fn) (void *arg), void *arg)
 }
 
 /*
+ * Run fn(arg) in a subtransaction of its own, so that what it runs of a
+ * queue's owner cannot break what comes after: NULL if it went through,
+ * or the error it raised, with the subtransaction rolled back.
+ */
+ErrorData *
+QueueRunInSubxact(void (*fn) (void *arg), void *arg)
+{
+	return run_in_subxact(fn, arg, true);
+}
+
+/*
  * Run fn(arg), which only reads, in a subtransaction that is then rolled
  * back, so that the locks it took are given back at once: a statement
  * reading every queue one by one holds the locks of one queue at a time.
@@ -182,32 +195,8 @@ QueueRunInSubxact(void (*fn) (void *arg), void *arg)
 void
 QueueReadInSubxact(void (*fn) (void *arg), void *arg)
 {
-	MemoryContext outer = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	Oid			save_userid;
-	int			save_sec;
+	ErrorData  *edata = run_in_subxact(fn, arg, false);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		fn(arg);
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		SetUserIdAndSecContext(save_userid, save_sec);
-		MemoryContextSwitchTo(outer);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outer);
-		CurrentResourceOwner = oldowner;
+	if (edata != NULL)
 		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(outer);
-	CurrentResourceOwner = oldowner;
 }

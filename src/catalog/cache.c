@@ -227,6 +227,10 @@ check_catalog_read(int ret, const char *table)
 				 errhint("A rule on queue.%s rewrote the statement; drop it.", table)));
 }
 
+/* A grantee's privileges on a queue, as the bits of catalog/acl.h. */
+#define GRANT_BITS \
+	"bit_or(CASE privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2 WHEN 'read' THEN 4 WHEN 'manage' THEN 8 END)"
+
 /*
  * The roles given privileges on queue q (catalog/acl.c).  Without
  * queue.queue_grants (the extension's SQL is of 0.3 or before, until
@@ -244,9 +248,8 @@ load_grants(QueueInfo *q)
 	q->legacy_acl = !OidIsValid(grants);
 	if (q->legacy_acl)
 		return;
-	plan = SPI_prepare("SELECT grantee::oid, bit_or(CASE privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2"
-					   " WHEN 'read' THEN 4 WHEN 'manage' THEN 8 END)"
-					   " FROM queue.queue_grants WHERE qno = $1 GROUP BY grantee", 1, &argtype);
+	plan = SPI_prepare("SELECT grantee::oid, " GRANT_BITS " FROM queue.queue_grants WHERE qno = $1 GROUP BY grantee",
+					   1, &argtype);
 	ret = plan == NULL ? SPI_result : execute_as_config_owner(plan, &arg);
 	if (plan != NULL)
 		SPI_freeplan(plan);
@@ -470,9 +473,8 @@ load_all_queues(void)
 	}
 	if (OidIsValid(grants) && fresh != NIL)
 	{
-		plan = SPI_prepare("SELECT qno, grantee::oid, bit_or(CASE privilege WHEN 'produce' THEN 1 WHEN 'consume' THEN 2"
-						   " WHEN 'read' THEN 4 WHEN 'manage' THEN 8 END)"
-						   " FROM queue.queue_grants GROUP BY qno, grantee", 0, NULL);
+		plan = SPI_prepare("SELECT qno, grantee::oid, " GRANT_BITS " FROM queue.queue_grants GROUP BY qno, grantee",
+						   0, NULL);
 		ret = plan == NULL ? SPI_result : execute_as_config_owner(plan, NULL);
 		if (plan != NULL)
 			SPI_freeplan(plan);

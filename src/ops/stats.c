@@ -375,24 +375,6 @@ age_since(TimestampTz since)
 	return age;
 }
 
-/* The jobs of queue qno this transaction holds (xact/held.c). */
-static int64
-held_count(int32 qno)
-{
-	ListCell   *lc;
-	int64		n = 0;
-
-	foreach(lc, QueueHeldJobs())
-	{
-		HeldJob    *j = (HeldJob *) lfirst(lc);
-
-		if (j->done_nest == 0 && j->written_nest == 0 &&
-			JobIdQueue(DatumGetInt64(j->values[JC_ID])) == qno)
-			n++;
-	}
-	return n;
-}
-
 /*
  * queue._queue_stats(qno): the row of queue.stats for queue qno.  Counts,
  * recent completions and the oldest ready job come from shared memory
@@ -427,7 +409,7 @@ queue_queue_stats(PG_FUNCTION_ARGS)
 		stats_from_table(q, counts_valid, counts, counts_gen, oldest_gen, &since);
 	if (counts_valid)
 		QueueXactPendingCounts(qno, counts);
-	counts[JS_RUNNING] += held_count(qno);
+	counts[JS_RUNNING] += QueueHeldCount(qno);
 
 	values[QS_READY] = Int64GetDatum(counts[JS_READY]);
 	values[QS_SCHEDULED] = Int64GetDatum(counts[JS_SCHEDULED]);

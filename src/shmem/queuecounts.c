@@ -227,3 +227,17 @@ QueueArchiveNextSet(int32 qno, uint64 gen, TimestampTz next)
 	SpinLockRelease(&e->mutex);
 	QueueEntryRelease();
 }
+
+/* Forget what is known of queue qno's archive ring (its retention changed). */
+void
+QueueArchiveForget(int32 qno)
+{
+	QueueShared *e = QueueEntryAcquire(qno);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	archive_forget(e);
+	SpinLockRelease(&e->mutex);
+	QueueEntryRelease();
+}

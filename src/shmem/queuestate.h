@@ -54,6 +54,7 @@ extern void QueueOldestSet(int32 qno, uint64 gen, TimestampTz since);
 /* when the archive ring may have work next (worker/upkeep.c) */
 extern bool QueueArchiveNextGet(int32 qno, TimestampTz *next, uint64 *gen);
 extern void QueueArchiveNextSet(int32 qno, uint64 gen, TimestampTz next);
+extern void QueueArchiveForget(int32 qno);
 
 /* whether the queue's batch leases are known (xact/leases.c) */
 extern int	QueueLeasesLoaded(int32 qno);

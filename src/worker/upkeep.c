@@ -248,13 +248,7 @@ forget_changed_archives(int nold, const int32 *old_qnos, const Interval *old_ret
 			o++;
 		if (o < nold && old_qnos[o] == known_qnos[i] &&
 			memcmp(&old_retentions[o], &known_retentions[i], sizeof(Interval)) != 0)
-		{
-			TimestampTz ignored;
-			uint64		gen;
-
-			(void) QueueArchiveNextGet(known_qnos[i], &ignored, &gen);
-			QueueArchiveNextSet(known_qnos[i], gen, 0);
-		}
+			QueueArchiveForget(known_qnos[i]);
 	}
 }
 

@@ -215,6 +215,23 @@ QueueHeldInGroup(int32 qno, text *group_key)
 	return held_with_key(qno, JC_GROUP_KEY, group_key) != NULL;
 }
 
+/* How many jobs of queue qno this transaction holds (queue.stats). */
+int64
+QueueHeldCount(int32 qno)
+{
+	ListCell   *lc;
+	int64		n = 0;
+
+	foreach(lc, held)
+	{
+		HeldJob    *j = (HeldJob *) lfirst(lc);
+
+		if (j->qno == qno && j->done_nest == 0 && j->written_nest == 0)
+			n++;
+	}
+	return n;
+}
+
 /* The id of the job with this dedup_key this transaction holds, or 0. */
 int64
 QueueHeldWithDedup(int32 qno, text *dedup_key)

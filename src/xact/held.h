@@ -33,6 +33,7 @@ extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
 extern void QueueHeldWriteBackAll(void);
 extern bool QueueHeldInGroup(int32 qno, text *group_key);
 extern int64 QueueHeldWithDedup(int32 qno, text *dedup_key);
+extern int64 QueueHeldCount(int32 qno);
 extern List *QueueHeldJobs(void);
 
 /* steps of the end of a (sub)transaction, called by xact/xact.c */
