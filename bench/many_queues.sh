@@ -20,7 +20,16 @@
 #     its claim-and-complete rate (one job per call) over what they made;
 #   - lateness of a job scheduled 2 s out on a probe queue, taken by a
 #     claim(wait =>) that sleeps for it (median and max of 5);
+#   - lateness of the notification a LISTENing consumer of the probe queue
+#     gets for a job enqueued there (bench/notify_late.py, median and max
+#     of 20);
 #   - drop: ms per queue, dropping 10 of the idle queues (made again).
+# After the last count it restarts the server and reports how long the
+# worker takes to visit every queue once (shared memory starts empty, so
+# it knows no queue's due time) and what the first queue.stats costs.
+# For comparison it makes 1,000 queues in PGMQ's layout (two tables and
+# three indexes per queue, as PGMQ's create makes them; PGMQ itself has no
+# Debian package here) and reports their relations and bytes per queue.
 # Shared memory per queue is fixed and not measured here: the segment
 # "queue state" is sized for queue.max_queues entries at start.
 # Honours PGBIN like run.sh; it never builds.  Writes
@@ -66,8 +75,8 @@ mkdir -p "$OUT"
 	echo "Idle queues hold two jobs each (one ready, one scheduled an hour out); idle CPU over ${IDLE_SECONDS} s;"
 	echo "enqueue: 4 pgbench clients, -M prepared, ${ENQ_SECONDS} s, into the one busy queue."
 	echo
-	echo "| idle queues | create, ms/queue | drop, ms/queue | relations/queue | MB of schema queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | count(*) queue.archive, ms | backend memory after them, MB | busy enqueue, jobs/s | ratio | busy claim+complete, jobs/s | ratio | scheduled job late, ms (median / max) |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| idle queues | create, ms/queue | drop, ms/queue | relations/queue | MB of schema queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | count(*) queue.archive, ms | backend memory after them, MB | busy enqueue, jobs/s | ratio | busy claim+complete, jobs/s | ratio | scheduled job late, ms (median / max) | notification late, ms (median / max) |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT/report.md"
 
 made=0
@@ -116,6 +125,7 @@ for n in $COUNTS; do
 		q -c "SELECT queue.purge('probe')" >/dev/null
 	done
 	late_s=$(printf '%s\n' "${late[@]}" | sort -n | awk '{v[NR] = $1} END {print v[3] " / " v[5]}')
+	notify_s=$(/usr/bin/python3 "$HERE/notify_late.py" "host=$DIR port=$PORT user=postgres dbname=postgres" probe 20)
 	drop_ms="-"
 	if [ "$n" -ge 10 ]; then
 		t0=$(date +%s%N)
@@ -128,7 +138,53 @@ for n in $COUNTS; do
 			echo "SELECT queue.enqueue('idle_$i', '{}', run_at => now() + interval '1 hour');"
 		done | q >/dev/null
 	fi
-	echo "| $n | $create_ms | $drop_ms | $rels | $mb | $idle | $stats_ms | $jobs_ms | $archive_ms | $mem_mb | $rate | $ratio | $claim_rate | $claim_ratio | $late_s |" >>"$OUT/report.md"
-	echo "$n idle queues: create ${create_ms} ms/queue, worker ${idle}% of a core, stats ${stats_ms} ms, jobs ${jobs_ms} ms, enqueue ${rate}/s, claim ${claim_rate}/s, late ${late_s} ms"
+	echo "| $n | $create_ms | $drop_ms | $rels | $mb | $idle | $stats_ms | $jobs_ms | $archive_ms | $mem_mb | $rate | $ratio | $claim_rate | $claim_ratio | $late_s | $notify_s |" >>"$OUT/report.md"
+	echo "$n idle queues: create ${create_ms} ms/queue, worker ${idle}% of a core, stats ${stats_ms} ms, jobs ${jobs_ms} ms, enqueue ${rate}/s, claim ${claim_rate}/s, late ${late_s} ms, notified ${notify_s} ms"
 done
+
+# A restart: the worker visits every queue once; it is done when its CPU
+# time stops moving for two samples in a row (2 s apart).
+su postgres -c "$PGBIN/pg_ctl -D '$DIR/data' -w -m fast restart -l '$DIR/log'" >/dev/null
+t0=$(date +%s)
+worker=$(worker_pid)
+c0=$(ticks "$worker")
+prev=-1
+still=0
+while [ "$still" -lt 2 ]; do
+	sleep 2
+	now=$(ticks "$worker")
+	if [ "$now" = "$prev" ]; then still=$((still + 1)); else still=0; fi
+	prev=$now
+done
+sweep_s=$(($(date +%s) - t0 - 4))
+sweep_cpu=$(echo "scale=1; ($prev - $c0) / $hz" | bc)
+first_stats_ms=$(best_ms "SELECT count(*) FROM queue.stats")
+
+# PGMQ's layout, for its relations and bytes per queue
+{
+	echo "CREATE SCHEMA pgmq_layout;"
+	for i in $(seq 1 1000); do
+		echo "CREATE TABLE pgmq_layout.q_$i (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY, read_ct int DEFAULT 0 NOT NULL,"
+		echo "  enqueued_at timestamptz DEFAULT now() NOT NULL, vt timestamptz NOT NULL, message jsonb);"
+		echo "CREATE INDEX ON pgmq_layout.q_$i (vt);"
+		echo "CREATE TABLE pgmq_layout.a_$i (msg_id bigint PRIMARY KEY, read_ct int DEFAULT 0 NOT NULL,"
+		echo "  enqueued_at timestamptz DEFAULT now() NOT NULL, archived_at timestamptz DEFAULT now() NOT NULL, vt timestamptz NOT NULL, message jsonb);"
+		echo "CREATE INDEX ON pgmq_layout.a_$i (archived_at);"
+		echo "INSERT INTO pgmq_layout.q_$i (vt, message) VALUES (now(), '{}'), (now() + interval '1 hour', '{}');"
+	done
+} | q >/dev/null
+pgmq_rels=$(q -c "SELECT round(count(*) / 1000.0, 1) FROM pg_class WHERE relnamespace = 'pgmq_layout'::regnamespace")
+pgmq_kb=$(q -c "SELECT round(sum(pg_total_relation_size(oid)) / 1000 / 1024.0, 1) FROM pg_class
+                 WHERE relnamespace = 'pgmq_layout'::regnamespace AND relkind IN ('r', 'S')")
+our_kb=$(q -c "SELECT round(sum(pg_total_relation_size(oid)) / $made / 1024.0, 1) FROM pg_class
+                WHERE relnamespace = 'queue'::regnamespace AND relkind IN ('r', 'S')")
+{
+	echo
+	echo "After a restart with $made idle queues: the worker visited them all in about ${sweep_s} s (${sweep_cpu} s of CPU);"
+	echo "the first queue.stats then took ${first_stats_ms} ms (best of 3, new sessions)."
+	echo
+	echo "PGMQ's per-queue layout (two tables, three indexes and the identity sequence; counted as ours are, in its schema, without TOAST), 1,000 queues of two messages:"
+	echo "${pgmq_rels} relations and ${pgmq_kb} kB per queue; ours here: the relations above and ${our_kb} kB per queue."
+} >>"$OUT/report.md"
+echo "restart: worker sweep ${sweep_s} s (${sweep_cpu} s CPU), first stats ${first_stats_ms} ms; PGMQ layout ${pgmq_rels} relations, ${pgmq_kb} kB per queue"
 echo "== report: $OUT/report.md"

@@ -26,6 +26,7 @@ extern bool QueueMay(QueueInfo *q, Oid role, int privs);
 extern bool QueueOwns(QueueInfo *q, Oid role);
 extern void QueueOpen(QueueInfo *q, int priv, int64 id);
 extern void QueueCheckReader(int32 qno);
+extern void QueueCheckReaderOf(QueueInfo *q);
 extern void QueueCheckAlterer(QueueInfo *q);
 extern void QueueCheckConfigPrivilege(AclMode mode);
 extern QueueInfo *QueueWithTable(int32 qno, Oid *relid);

@@ -88,13 +88,20 @@ queue_recount(PG_FUNCTION_ARGS)
 static TupleDesc
 result_row_type(FunctionCallInfo fcinfo)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	MemoryContext old;
 
+	/* kept for the statement's later calls: queue.stats makes one per queue */
+	if (tupdesc != NULL)
+		return tupdesc;
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("function %s must return a row type", format_procedure(fcinfo->flinfo->fn_oid)),
 				 errhint("It was declared by hand; reinstall the extension.")));
+	MemoryContextSwitchTo(old);
+	fcinfo->flinfo->fn_extra = tupdesc;
 	return tupdesc;
 }
 
@@ -401,9 +408,9 @@ queue_queue_stats(PG_FUNCTION_ARGS)
 	int64		failed;
 	QueueInfo  *q;
 
-	QueueCheckReader(qno);
 	QueueSpiBegin();
 	q = QueueLookupByQno(qno, false);
+	QueueCheckReaderOf(q);
 	counts_valid = QueueCountsGet(qno, counts, &counts_gen);
 	if (!QueueOldestGet(qno, &since, &oldest_gen) || !counts_valid || QueueXactTouched(qno))
 		stats_from_table(q, counts_valid, counts, counts_gen, oldest_gen, &since);

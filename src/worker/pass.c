@@ -5,11 +5,10 @@
  *	  EXTENSION; and the invalidations after which what the worker keeps
  *	  between passes (channels, the list of queues) must be learnt again.
  *
- * What the worker keeps of queue_config is learnt again when its relcache
- * entry is invalidated, as queue.create, alter and drop do and DROP
- * EXTENSION does; the list of queues also when pg_class is (a table made,
- * dropped or given to another owner).  Both are taken in when a pass
- * starts its transaction.
+ * What the worker keeps of queue_config (channels, the list of queues) is
+ * learnt again when its relcache entry is invalidated, as queue.create,
+ * alter and drop do and DROP EXTENSION does; the invalidation is taken in
+ * when a pass starts its transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,34 +24,22 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
 #include "worker/pass.h"
 
 static Oid	config_relid = InvalidOid;	/* queue_config, when learnt */
 static uint64 config_changes = 1;	/* invalidations of queue_config */
-static uint64 catalog_changes = 1;	/* ... or of pg_class */
 
 static void
 config_relcache_callback(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == config_relid)
-	{
 		config_changes++;
-		catalog_changes++;
-	}
-}
-
-static void
-class_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
-{
-	catalog_changes++;
 }
 
 void
 WorkerPassInit(void)
 {
-	CacheRegisterSyscacheCallback(RELOID, class_syscache_callback, (Datum) 0);
 	CacheRegisterRelcacheCallback(config_relcache_callback, (Datum) 0);
 }
 
@@ -61,13 +48,6 @@ uint64
 WorkerConfigChanges(void)
 {
 	return config_changes;
-}
-
-/* Moves whenever queue_config or pg_class may have changed. */
-uint64
-WorkerCatalogChanges(void)
-{
-	return catalog_changes;
 }
 
 /* Where queue_config is now; in a pass. */

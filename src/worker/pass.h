@@ -15,7 +15,6 @@ extern bool WorkerPassBegin(const char *activity);
 extern void WorkerPassEnd(void);
 
 extern uint64 WorkerConfigChanges(void);
-extern uint64 WorkerCatalogChanges(void);
 extern void WorkerLearnConfig(void);
 
 #endif							/* QUEUE_WORKER_PASS_H */

@@ -19,12 +19,17 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "base/job.h"
@@ -215,22 +220,24 @@ note_next(TimestampTz *next, TimestampTz t)
 }
 
 /*
- * The database's queues, the owners of their tables and their retention,
- * as of the last pass that read them.  Reading them joins queue_config
- * with pg_class by name, a scan of pg_class: with 200 queues each due
- * once a second, that was a third of the worker's CPU.  The list is read
- * again after an invalidation of pg_class (a table made, dropped or given
- * to another owner) or of queue_config (worker/pass.c), and every
- * REREAD_CLEANUPS cleanup passes, for rows of queue_config written
- * without either (a data-only restore).
+ * The database's queues and their retention, as of the last pass that
+ * read them: read again after an invalidation of queue_config (create,
+ * alter and drop send one, see worker/pass.c) and every REREAD_CLEANUPS
+ * cleanup passes, for rows of queue_config written without one (a
+ * data-only restore).  The owner of a queue's table is looked up in the
+ * system caches when the queue is visited, so that the list does not
+ * depend on pg_class: joining it with pg_class by name scanned pg_class
+ * (25 rows per queue), and any table made, vacuumed or dropped anywhere
+ * invalidated pg_class; a worker re-reading after each of 9,000 creates
+ * used two thirds of a core.
  */
 #define REREAD_CLEANUPS		6
 
 static int	nknown = 0;
 static int32 *known_qnos = NULL;
-static Oid *known_owners = NULL;
+static NameData *known_names = NULL;
 static Interval *known_retentions = NULL;
-static uint64 queues_read = 0;	/* WorkerCatalogChanges() when the list was read */
+static uint64 queues_read = 0;	/* WorkerConfigChanges() when the list was read */
 
 /*
  * What shared memory knows of the archive ring of a queue whose retention
@@ -252,12 +259,37 @@ forget_changed_archives(int nold, const int32 *old_qnos, const Interval *old_ret
 	}
 }
 
+/*
+ * The owner of the table of queue i of known_qnos, from the system caches;
+ * InvalidOid if the table is gone (the queue was dropped since the list
+ * was read).
+ */
+static Oid
+queue_owner(int i)
+{
+	char		relname[NAMEDATALEN];
+	Oid			relid;
+	HeapTuple	tup;
+	Oid			owner;
+
+	snprintf(relname, sizeof(relname), "q_%s", NameStr(known_names[i]));
+	relid = get_relname_relid(relname, get_namespace_oid("queue", false));
+	if (!OidIsValid(relid))
+		return InvalidOid;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 /* Read the queues again if a change may have made the list stale, or always. */
 static void
 read_queues(bool always)
 {
 	/* counted first: a change committed while we read is read next time */
-	uint64		changes = WorkerCatalogChanges();
+	uint64		changes = WorkerConfigChanges();
 	int			nold = nknown;
 	int32	   *old_qnos = known_qnos;
 	Interval   *old_retentions = known_retentions;
@@ -265,16 +297,14 @@ read_queues(bool always)
 
 	if (queues_read == changes && !always)
 		return;
-	ret = SPI_execute("SELECT c.qno, cl.relowner, c.retention FROM queue.queue_config c"
-					  " JOIN pg_catalog.pg_class cl ON cl.relname = 'q_' || c.name"
-					  " AND cl.relnamespace = 'queue'::pg_catalog.regnamespace ORDER BY c.qno",
+	ret = SPI_execute("SELECT c.qno, c.name, c.retention FROM queue.queue_config c ORDER BY c.qno",
 					  true, 0);
 	check_select(ret, "list the queues");
-	if (known_owners != NULL)
-		pfree(known_owners);
+	if (known_names != NULL)
+		pfree(known_names);
 	nknown = SPI_processed;
 	known_qnos = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * Max(nknown, 1));
-	known_owners = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nknown, 1));
+	known_names = MemoryContextAlloc(TopMemoryContext, sizeof(NameData) * Max(nknown, 1));
 	known_retentions = MemoryContextAlloc(TopMemoryContext, sizeof(Interval) * Max(nknown, 1));
 	for (int i = 0; i < nknown; i++)
 	{
@@ -283,7 +313,7 @@ read_queues(bool always)
 		bool		isnull;
 
 		known_qnos[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-		known_owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		namestrcpy(&known_names[i], TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)));
 		known_retentions[i] = *DatumGetIntervalP(SPI_getbinval(tup, desc, 3, &isnull));
 	}
 	if (old_qnos != NULL)
@@ -324,7 +354,11 @@ upkeep_xact_end(const int *visited, int nvisited)
 	{
 		UpkeepStatus status;
 
-		(void) upkeep_queue(known_qnos[visited[v]], known_owners[visited[v]], false, true,
+		Oid			owner = queue_owner(visited[v]);
+
+		if (!OidIsValid(owner))
+			continue;
+		(void) upkeep_queue(known_qnos[visited[v]], owner, false, true,
 							"SELECT queue._end_leases(c) FROM queue.queue_config c WHERE c.qno = $1",
 							&status);
 	}
@@ -425,9 +459,13 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 		bool		due_now;
 		TimestampTz queue_next;
 		UpkeepStatus status;
+		Oid			owner;
 
 		if (!queue_due_now(i, orphans, cleanup, now_ts, &due, &due_gen, &due_now, next))
 			continue;
+		owner = queue_owner(i);
+		if (!OidIsValid(owner))
+			continue;			/* dropped: the list is read again next pass */
 		if (ntried == QUEUES_PER_XACT)
 		{
 			upkeep_xact_end(visited, nvisited);
@@ -438,7 +476,7 @@ WorkerUpkeep(bool orphans, bool cleanup, TimestampTz *next)
 				return false;
 		}
 		ntried++;
-		queue_next = upkeep_queue(known_qnos[i], known_owners[i], cleanup, due_now,
+		queue_next = upkeep_queue(known_qnos[i], owner, cleanup, due_now,
 								  "SELECT t.next_due FROM queue.queue_config c,"
 								  " LATERAL queue._tick_queue(c, cleanup => $2) t"
 								  " WHERE c.qno = $1",
