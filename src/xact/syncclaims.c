@@ -19,8 +19,9 @@
  * crashes the server itself would never reach max_attempts, and its
  * history would not show the attempt.
  *
- * Any other WAL written in the transaction, before, between or after its
- * claims, makes the commit wait as configured.  So does a claim that
+ * Any other WAL written in the transaction, before (if written under its
+ * transaction id), between or after its claims, makes the commit wait as
+ * configured.  So does a claim that
  * holds its jobs in memory until commit (xact/held.c): what it deleted may
  * be all that a complete() in the same transaction writes.
  *
@@ -44,11 +45,19 @@ static XLogRecPtr claim_wal_end = InvalidXLogRecPtr;
 /* Something other than a claim in place wrote WAL in this transaction. */
 static bool other_writes = false;
 
-/* A claim starts: was anything but claims written before it? */
+/*
+ * A claim starts: was anything but claims written before it?  Before the
+ * first claim, only what took a transaction id counts: reading catalogs
+ * may prune their pages, which writes WAL that is not the transaction's
+ * (a new session's first claim waited for its flush for that alone).
+ */
 void
 QueueSyncClaimStart(void)
 {
-	if (XactLastRecEnd != claim_wal_end)
+	bool		first = XLogRecPtrIsInvalid(claim_wal_end);
+
+	if (first ? TransactionIdIsValid(GetTopTransactionIdIfAny())
+		: XactLastRecEnd != claim_wal_end)
 		other_writes = true;
 }
 

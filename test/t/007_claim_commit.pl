@@ -9,9 +9,10 @@
 # Cancelling the wait leaves the transaction committed, with a warning.
 #
 # Waits: a claim in a transaction of its own (one job, and a batch under a
-# batch lease) does not wait; the same by default (synchronous_claims on),
-# a claim whose statement also inserts a row, an enqueue, and complete()
-# all wait.  Finally, a crash right
+# batch lease) does not wait, nor after WAL that is not the transaction's;
+# the same by default (synchronous_claims on), a claim whose statement
+# also inserts a row, one after the transaction's own WAL, an enqueue,
+# and complete() all wait.  Finally, a crash right
 # after claims that did not wait loses no job: each is claimable again,
 # or still claimed, and none is both.
 
@@ -77,6 +78,17 @@ ok(!$fast, 'a claim whose statement also inserts a row waits');
 
 ($fast) = finishes(q{BEGIN; SELECT queue.enqueue('cc', '{}'); COMMIT;}, 1);
 ok(!$fast, 'an enqueue waits');
+
+# A new session's first statement may prune catalog pages, which writes
+# WAL that is not the transaction's: a non-transactional message stands
+# for it (CI once saw a first claim wait for that alone).  The message is
+# written first, as the claim's argument depends on it.
+my $after_message = q{SELECT c.id FROM (SELECT pg_logical_emit_message(%s, 'queue', 'x') AS lsn) m,
+ LATERAL queue.claim(CASE WHEN m.lsn IS NOT NULL THEN 'cc' END) c};
+($fast) = finishes(sprintf($after_message, 'false'), 5);
+ok($fast, 'WAL written before the claim, not under the transaction\'s id, does not make it wait');
+($fast) = finishes(sprintf($after_message, 'true'), 1);
+ok(!$fast, 'WAL the transaction wrote before the claim does');
 
 ($fast, $out) = finishes(q{SELECT id FROM queue.claim('cc')}, 5);
 ok($fast, 'a claim on its own does not (again)');
