@@ -26,7 +26,8 @@
 #   - drop: ms per queue, dropping 10 of the idle queues (made again).
 # After the last count it restarts the server and reports how long the
 # worker takes to visit every queue once (shared memory starts empty, so
-# it knows no queue's due time) and what the first queue.stats costs.
+# it knows no queue's due time), the memory it holds after that, its CPU
+# in the IDLE_SECONDS that follow, and what the first queue.stats costs.
 # For comparison it makes 1,000 queues in PGMQ's layout (two tables and
 # three indexes per queue, as PGMQ's create makes them; PGMQ itself has no
 # Debian package here) and reports their relations and bytes per queue.
@@ -158,6 +159,10 @@ while [ "$still" -lt 2 ]; do
 done
 sweep_s=$(($(date +%s) - t0 - 4))
 sweep_cpu=$(echo "scale=1; ($prev - $c0) / $hz" | bc)
+sweep_rss_mb=$(($(awk '/^RssAnon/ {print $2}' "/proc/$worker/status") / 1024))
+c0=$(ticks "$worker")
+sleep "$IDLE_SECONDS"
+after_idle=$(echo "scale=2; 100 * ($(ticks "$worker") - $c0) / $hz / $IDLE_SECONDS" | bc)
 first_stats_ms=$(best_ms "SELECT count(*) FROM queue.stats")
 
 # PGMQ's layout, for its relations and bytes per queue
@@ -180,11 +185,12 @@ our_kb=$(q -c "SELECT round(sum(pg_total_relation_size(oid)) / $made / 1024.0, 1
                 WHERE relnamespace = 'queue'::regnamespace AND relkind IN ('r', 'S')")
 {
 	echo
-	echo "After a restart with $made idle queues: the worker visited them all in about ${sweep_s} s (${sweep_cpu} s of CPU);"
+	echo "After a restart with $made idle queues: the worker visited them all in about ${sweep_s} s (${sweep_cpu} s of CPU),"
+	echo "holding ${sweep_rss_mb} MB (RssAnon) after it, and then used ${after_idle}% of a core over ${IDLE_SECONDS} s;"
 	echo "the first queue.stats then took ${first_stats_ms} ms (best of 3, new sessions)."
 	echo
 	echo "PGMQ's per-queue layout (two tables, three indexes and the identity sequence; counted as ours are, in its schema, without TOAST), 1,000 queues of two messages:"
 	echo "${pgmq_rels} relations and ${pgmq_kb} kB per queue; ours here: the relations above and ${our_kb} kB per queue."
 } >>"$OUT/report.md"
-echo "restart: worker sweep ${sweep_s} s (${sweep_cpu} s CPU), first stats ${first_stats_ms} ms; PGMQ layout ${pgmq_rels} relations, ${pgmq_kb} kB per queue"
+echo "restart: worker sweep ${sweep_s} s (${sweep_cpu} s CPU, ${sweep_rss_mb} MB), then ${after_idle}% of a core; first stats ${first_stats_ms} ms; PGMQ layout ${pgmq_rels} relations, ${pgmq_kb} kB per queue"
 echo "== report: $OUT/report.md"
