@@ -38,8 +38,8 @@ extern bool QueueDueLower(int32 qno, TimestampTz at);
 /* notification marks */
 extern int	QueueMarkNotify(int32 qno);
 extern bool QueueMarkMayWait(int32 qno);
-extern List *QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us,
-									   TimestampTz *retry_at);
+extern List *QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, List **kept,
+										TimestampTz *retry_at);
 
 /* counts, by state (JobState order), and of recent completions */
 extern void QueueCountsApply(int32 qno, const int64 *delta);

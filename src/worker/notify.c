@@ -52,6 +52,7 @@ static uint64 channels_learnt = 0;	/* WorkerConfigChanges() when learnt */
 static bool notify_owed = false;
 static bool notify_all_owed = false;
 static TimestampTz notify_retry_at = 0;
+static List *notify_kept = NIL;	/* queues whose marks were kept (QueueCollectNotifications) */
 static double notify_tokens = NOTIFY_BURST;
 static TimestampTz tokens_at = 0;
 
@@ -110,7 +111,8 @@ static bool
 send_notifications(bool all, TimestampTz now_ts, bool *sent, TimestampTz *retry_at)
 {
 	List	   *qnos = QueueCollectNotifications(MyDatabaseId, now_ts,
-												 queue_notify_busy_interval * INT64CONST(1000), retry_at);
+												 queue_notify_busy_interval * INT64CONST(1000),
+												 &notify_kept, retry_at);
 	ListCell   *lc;
 
 	*sent = qnos != NIL || all;

@@ -348,6 +348,30 @@ for my $try (1, 2)
 	note sprintf('100 queues (%d): notification %.1f ms after run_at', $try, ($notified - $wat) * 1000);
 }
 listener_stop($wide_listen);
+
+# Commits that mark many queues at once: 40 reach the worker as a list of
+# marked queues, 100 overflow that list (64) and make the worker look at
+# every queue.  The second and third commits mark queues whose last
+# notification is less than queue.notify_busy_interval old with no claim
+# since: those marks are kept, and sent a little later, from the worker's
+# scan (100) or from its list of kept marks (the last 40).  Every queue is
+# notified each time.
+my $all_listen = listener_start($node, 'wide', map { "queue_w$_" } 1 .. 100);
+for my $n (40, 100, 40)
+{
+	listener_take($all_listen);
+	$wide->query(qq{SELECT count(queue.enqueue('w' || i, '{}')) FROM generate_series(1, $n) i});
+	my %heard;
+	my $deadline = time + 5;
+	while (keys %heard < $n && time < $deadline)
+	{
+		$heard{ $_->[0] } = 1 for listener_take($all_listen);
+		sleep 0.01;
+	}
+	is(scalar(grep { $heard{"queue_w$_"} } 1 .. $n), $n,
+		"one commit enqueues into $n queues: each of their listeners is notified");
+}
+listener_stop($all_listen);
 $wide->close;
 # (its worker's passes would load the machine for the rest of the test)
 $node->safe_psql('postgres', 'DROP DATABASE wide');
