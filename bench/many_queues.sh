@@ -31,8 +31,8 @@
 # For comparison it makes 1,000 queues in PGMQ's layout (two tables and
 # three indexes per queue, as PGMQ's create makes them; PGMQ itself has no
 # Debian package here) and reports their relations and bytes per queue.
-# Shared memory per queue is fixed and not measured here: the segment
-# "queue state" is sized for queue.max_queues entries at start.
+# Shared memory per queue is fixed at start for queue.max_queues: it
+# reports the server's shared_memory_size at two settings of it, apart.
 # Honours PGBIN like run.sh; it never builds.  Writes
 # bench/results/<UTC timestamp>-many-queues/report.md.
 set -euo pipefail
@@ -68,6 +68,11 @@ best_ms() {
 	echo "$best"
 }
 
+catalog_bytes() {
+	q -c "SELECT sum(pg_total_relation_size(oid)) FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace AND relkind = 'r'"
+}
+catalog0=$(catalog_bytes)
+
 mkdir -p "$OUT"
 {
 	echo "# Many queues: idle cost and a busy queue beside them"
@@ -75,9 +80,10 @@ mkdir -p "$OUT"
 	echo "\`bash bench/many_queues.sh \"$COUNTS\"\` at git $(git -C "$ROOT" rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs."
 	echo "Idle queues hold two jobs each (one ready, one scheduled an hour out); idle CPU over ${IDLE_SECONDS} s;"
 	echo "enqueue: 4 pgbench clients, -M prepared, ${ENQ_SECONDS} s, into the one busy queue."
+	echo "Catalog: growth of pg_catalog's tables (with their indexes and TOAST) per queue made."
 	echo
-	echo "| idle queues | create, ms/queue | drop, ms/queue | relations/queue | MB of schema queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | count(*) queue.archive, ms | backend memory after them, MB | busy enqueue, jobs/s | ratio | busy claim+complete, jobs/s | ratio | scheduled job late, ms (median / max) | notification late, ms (median / max) |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| idle queues | create, ms/queue | drop, ms/queue | relations/queue | MB of schema queue | catalog kB/queue | idle worker, % of a core | queue.stats, ms | count(*) queue.jobs, ms | count(*) queue.archive, ms | backend memory after them, MB | busy enqueue, jobs/s | ratio | busy claim+complete, jobs/s | ratio | scheduled job late, ms (median / max) | notification late, ms (median / max) |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT/report.md"
 
 made=0
@@ -97,6 +103,7 @@ for n in $COUNTS; do
 	made=$n
 	rels=$(q -c "SELECT round(count(*)::numeric / greatest($n, 1), 1) FROM pg_class WHERE relnamespace = 'queue'::regnamespace AND relname ~ '^[qasl]_idle_'")
 	mb=$(q -c "SELECT round(sum(pg_total_relation_size(oid)) / 1048576.0, 1) FROM pg_class WHERE relnamespace = 'queue'::regnamespace AND relkind IN ('r', 'S')")
+	catalog_kb=$(echo "scale=1; ($(catalog_bytes) - $catalog0) / 1024 / $n" | bc)
 	sleep 5
 	c0=$(ticks "$worker")
 	sleep "$IDLE_SECONDS"
@@ -139,7 +146,7 @@ for n in $COUNTS; do
 			echo "SELECT queue.enqueue('idle_$i', '{}', run_at => now() + interval '1 hour');"
 		done | q >/dev/null
 	fi
-	echo "| $n | $create_ms | $drop_ms | $rels | $mb | $idle | $stats_ms | $jobs_ms | $archive_ms | $mem_mb | $rate | $ratio | $claim_rate | $claim_ratio | $late_s | $notify_s |" >>"$OUT/report.md"
+	echo "| $n | $create_ms | $drop_ms | $rels | $mb | $catalog_kb | $idle | $stats_ms | $jobs_ms | $archive_ms | $mem_mb | $rate | $ratio | $claim_rate | $claim_ratio | $late_s | $notify_s |" >>"$OUT/report.md"
 	echo "$n idle queues: create ${create_ms} ms/queue, worker ${idle}% of a core, stats ${stats_ms} ms, jobs ${jobs_ms} ms, enqueue ${rate}/s, claim ${claim_rate}/s, late ${late_s} ms, notified ${notify_s} ms"
 done
 
@@ -192,5 +199,18 @@ our_kb=$(q -c "SELECT round(sum(pg_total_relation_size(oid)) / $made / 1024.0, 1
 	echo "PGMQ's per-queue layout (two tables, three indexes and the identity sequence; counted as ours are, in its schema, without TOAST), 1,000 queues of two messages:"
 	echo "${pgmq_rels} relations and ${pgmq_kb} kB per queue; ours here: the relations above and ${our_kb} kB per queue."
 } >>"$OUT/report.md"
+# Shared memory is sized at start for queue.max_queues: the server's
+# shared_memory_size (MB) at two settings, once the cluster is stopped.
+shmem_mb() {
+	su postgres -c "$PGBIN/postgres -D '$DIR/data' -C shared_memory_size -c queue.max_queues=$1"
+}
+queue_cluster_stop "$DIR"
+shmem_bytes=$(((($(shmem_mb 20000) - $(shmem_mb 1000)) * 1048576) / 19000))
+{
+	echo
+	echo "Shared memory per queue that queue.max_queues makes room for: about ${shmem_bytes} bytes (shared_memory_size"
+	echo "at queue.max_queues 20,000 less at 1,000, over 19,000), reserved at start whether the queues exist or not."
+} >>"$OUT/report.md"
+echo "shared memory: ${shmem_bytes} bytes per queue of queue.max_queues"
 echo "restart: worker sweep ${sweep_s} s (${sweep_cpu} s CPU, ${sweep_rss_mb} MB), then ${after_idle}% of a core; first stats ${first_stats_ms} ms; PGMQ layout ${pgmq_rels} relations, ${pgmq_kb} kB per queue"
 echo "== report: $OUT/report.md"
