@@ -265,14 +265,30 @@ load_grants(QueueInfo *q)
 	}
 }
 
-/* What the cache keeps of a queue_config row, in enter_row's order. */
-#define CONFIG_SELECT \
+/*
+ * What the cache keeps of a queue_config row, in enter_row's order.  The
+ * rate limit's columns came in 0.7: an older install, still running this
+ * library until ALTER EXTENSION UPDATE, has none.
+ */
+#define CONFIG_COLUMNS \
 	"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max," \
 	" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'," \
-	" archive_seg FROM queue.queue_config"
+	" archive_seg, "
+#define CONFIG_RATE \
+	"coalesce(rate_limit, 0), (extract(epoch FROM rate_period) * 1000000)::bigint"
+#define CONFIG_NO_RATE	"0, 0::bigint"
+
+static const char *
+config_select(const char *where)
+{
+	bool		has_rate = get_attnum(queue_config_relid, "rate_limit") != InvalidAttrNumber;
+
+	return psprintf("%s%s FROM queue.queue_config%s", CONFIG_COLUMNS,
+					has_rate ? CONFIG_RATE : CONFIG_NO_RATE, where);
+}
 
 /*
- * The cache entry of a row of CONFIG_SELECT, made if it is not there
+ * The cache entry of a row of config_select(), made if it is not there
  * (*found says); its grants are for the caller to load.
  */
 static QueueInfo *
@@ -296,6 +312,8 @@ enter_row(HeapTuple tup, TupleDesc desc, bool *found)
 		q->max_running = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
 		q->group_requeue = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
+		q->rate_limit = DatumGetInt32(SPI_getbinval(tup, desc, 12, &isnull));
+		q->rate_period_us = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
 		q->seqid = InvalidOid;
 	}
 	/* (also when found: an error between the two entries may have left it out) */
@@ -328,7 +346,7 @@ load_queue(const char *name, int32 qno)
 		arg = Int32GetDatum(qno);
 		argtype = INT4OID;
 	}
-	plan = SPI_prepare(name != NULL ? CONFIG_SELECT " WHERE name = $1" : CONFIG_SELECT " WHERE qno = $1",
+	plan = SPI_prepare(config_select(name != NULL ? " WHERE name = $1" : " WHERE qno = $1"),
 					   1, &argtype);
 
 	/*
@@ -450,7 +468,7 @@ static void
 load_all_queues(void)
 {
 	Oid			grants = get_relname_relid("queue_grants", get_rel_namespace(queue_config_relid));
-	SPIPlanPtr	plan = SPI_prepare(CONFIG_SELECT, 0, NULL);
+	SPIPlanPtr	plan = SPI_prepare(config_select(""), 0, NULL);
 	List	   *fresh = NIL;
 	ListCell   *lc;
 	int			ret;

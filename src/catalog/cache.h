@@ -33,6 +33,8 @@ typedef struct QueueInfo
 	Interval	backoff_base;
 	Interval	backoff_max;
 	int32		max_running;	/* 0: unlimited */
+	int32		rate_limit;		/* claims per rate_period; 0: unlimited */
+	int64		rate_period_us;
 	bool		group_requeue;	/* a retried job goes behind its group */
 	bool		keep_archive;	/* retention > 0 */
 	int16		archive_seg;	/* the archive segment finished jobs go to */

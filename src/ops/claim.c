@@ -41,6 +41,7 @@
 #include "shmem/leasemap.h"
 #include "shmem/owners.h"
 #include "shmem/queuestate.h"
+#include "shmem/ratelimit.h"
 #include "shmem/waits.h"
 #include "shmem/wakeups.h"
 #include "storage/claimrows.h"
@@ -57,6 +58,7 @@ typedef struct ClaimSpan
 	int32		last_prio;
 	int64		last_rank;
 	bool		held;			/* some were held, not leased in place */
+	TimestampTz refill_at;		/* the rate limit held it back until then */
 } ClaimSpan;
 
 /*
@@ -237,8 +239,50 @@ run_claim(QueueInfo *q, QueuePlanId which, Datum *args, int want, QueueLeaseClai
 }
 
 /*
+ * Tokens of the queue's rate limit for up to want jobs (shmem/ratelimit.c);
+ * span->refill_at learns when the next comes if there were fewer.
+ */
+static int
+rate_take(QueueInfo *q, int want, TimestampTz now_ts, ClaimSpan *span)
+{
+	int			got = QueueRateTake(q->qno, q->rate_limit, q->rate_period_us, want, now_ts,
+									&span->refill_at);
+
+	if (got < 0 && !QueueStateActive())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue \"%s\" has a rate limit, which needs queue in shared_preload_libraries", q->name),
+				 errhint("Add queue to shared_preload_libraries and restart, or remove the limit with queue.alter(%s, rate_limit => 0).",
+						 quote_literal_cstr(q->name))));
+	if (got < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue \"%s\" has a rate limit but no shared state to keep it in", q->name),
+				 errdetail("queue.max_queues (%d) queues have shared state already.", queue_max_queues),
+				 errhint("Raise queue.max_queues (it takes a restart) or drop unused queues.")));
+	return got;
+}
+
+/*
+ * The claim took used of the granted tokens: the rest go back.  If it used
+ * them all, the bucket ran dry before the jobs may have: listeners are
+ * told when it refills (a waiting claim sleeps until then, see queue_claim).
+ */
+static void
+rate_settle(QueueInfo *q, int granted, int used, ClaimSpan *span)
+{
+	QueueRateGiveBack(q->qno, q->rate_limit, granted - used);
+	if (used < granted)
+		span->refill_at = 0;
+	else if (span->refill_at != 0)
+		QueueSignalRateRefill(q->qno, span->refill_at);
+}
+
+/*
  * One claim attempt: promote due scheduled jobs (if promote), then take up
- * to max_jobs ready ones starting at the cursor.
+ * to max_jobs ready ones starting at the cursor.  A rate limit's tokens
+ * come first, then max_running's slots: neither is held for a job the
+ * other does not allow.
  */
 static void
 claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, ClaimSpan *span,
@@ -254,7 +298,18 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	uint64		gen = 0;
 	Datum	   *slots = NULL;
 	int			first = span->count;
+	int			granted = 0;
 	QueueLeaseClaim lc;
+
+	if (q->rate_limit > 0)
+	{
+		max_jobs = granted = rate_take(q, max_jobs, now_ts, span);
+		if (granted == 0)
+		{
+			rate_settle(q, 0, 0, span);
+			return;
+		}
+	}
 
 	/*
 	 * With max_running, every job we take needs a free slot first.  Without
@@ -265,7 +320,10 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	{
 		max_jobs = QueueSlotsTake(q, max_jobs, &slots);
 		if (max_jobs == 0)
+		{
+			rate_settle(q, granted, 0, span);
 			return;
+		}
 		span->ids = palloc(sizeof(Datum) * (first + max_jobs));
 	}
 
@@ -337,6 +395,8 @@ claim_once(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 
 	if (slots != NULL)
 		QueueSlotsAssign(q, slots, span->ids + first, span->count - first);
+	if (granted > 0)
+		rate_settle(q, granted, span->count - first, span);
 }
 
 /*
@@ -536,6 +596,7 @@ queue_claim(PG_FUNCTION_ARGS)
 
 		if (wait_ms > 0)
 			wake_gen = QueueWaitPrepare(q->qno, blind);
+		span.refill_at = 0;
 		claim_look(q, lease, max_jobs, rsinfo, &span);
 		if (span.count > 0 || wait_ms == 0)
 			break;
@@ -548,7 +609,9 @@ queue_claim(PG_FUNCTION_ARGS)
 			InvalidateCatalogSnapshot();
 			MyProc->xmin = InvalidTransactionId;
 		}
-		claim_sleep(q, wake_gen, now_ts, deadline);
+		/* an empty bucket: look again when its next token comes */
+		claim_sleep(q, wake_gen, now_ts,
+					span.refill_at != 0 ? Min(deadline, span.refill_at) : deadline);
 
 		/*
 		 * The queue may have been paused, resumed or dropped meanwhile.

@@ -2,7 +2,8 @@
  *
  * queueentry.h
  *	  A queue's entry in shared memory segment "queue state", for the
- *	  files of that segment only (queuestate.c, queuecounts.c).
+ *	  files of that segment only (queuestate.c, queuecounts.c,
+ *	  ratelimit.c).
  *
  * Locking: see queuestate.c.  QueueEntryAcquire returns with the segment's
  * LWLock held shared, QueueEntryRelease lets it go; the entry's fields
@@ -53,6 +54,7 @@ typedef struct QueueShared
 	bool		notify_pending;
 	bool		may_wait;		/* a claim came back short since the last NOTIFY */
 	TimestampTz notified_at;	/* that NOTIFY */
+	TimestampTz notify_after;	/* not before then: the rate limit's next token */
 	TimestampTz next_due;		/* when upkeep is due next; 0 unknown */
 	uint64		due_gen;
 	TimestampTz due_noted[DUE_NOTED];	/* what the latest due_gen bumps noted */
@@ -67,6 +69,9 @@ typedef struct QueueShared
 	/* when the archive ring may have work next; 0 unknown (queuecounts.c) */
 	uint64		archive_gen;
 	TimestampTz archive_next;
+	/* the rate limit's token bucket, as of rate_at; 0: full (ratelimit.c) */
+	double		rate_tokens;
+	TimestampTz rate_at;
 	int64		bucket_sec[RECENT_SECONDS];
 	int64		completed[RECENT_SECONDS];
 	int64		failed[RECENT_SECONDS];

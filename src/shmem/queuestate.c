@@ -179,6 +179,7 @@ QueueEntryAcquire(int32 qno)
 		entry->notify_pending = false;
 		entry->may_wait = true;	/* listeners may have waited for long */
 		entry->notified_at = 0;
+		entry->notify_after = 0;
 		entry->next_due = 0;
 		entry->due_gen = 0;
 		memset(entry->due_noted, 0, sizeof(entry->due_noted));
@@ -190,6 +191,8 @@ QueueEntryAcquire(int32 qno)
 		entry->oldest_since = 0;
 		entry->archive_gen = 0;
 		entry->archive_next = 0;
+		entry->rate_tokens = 0;
+		entry->rate_at = 0;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
 		memset(entry->completed, 0, sizeof(entry->completed));
 		memset(entry->failed, 0, sizeof(entry->failed));
@@ -495,11 +498,12 @@ QueuePromoteDue(int32 qno, TimestampTz now_ts)
 }
 
 /*
- * Mark a queue as having listeners to wake: 1 if newly marked, 0 if it
- * already was, -1 if the queue has no shared entry.
+ * Mark a queue as having listeners to wake, not before after (0: at once):
+ * 1 if newly marked, 0 if it already was, -1 if the queue has no shared
+ * entry.
  */
 int
-QueueMarkNotify(int32 qno)
+QueueMarkNotify(int32 qno, TimestampTz after)
 {
 	QueueShared *e = QueueEntryAcquire(qno);
 	bool		was;
@@ -509,6 +513,7 @@ QueueMarkNotify(int32 qno)
 	SpinLockAcquire(&e->mutex);
 	was = e->notify_pending;
 	e->notify_pending = true;
+	e->notify_after = Max(e->notify_after, after);
 	SpinLockRelease(&e->mutex);
 	if (!was)
 	{
@@ -659,8 +664,8 @@ take_marks(Oid dboid, List **qnos)
 
 /*
  * Whether entry e's mark is to be taken now, clearing it; if it is kept,
- * *due is when it falls due (see QueueCollectNotifications).  With the
- * entry's spinlock held.
+ * *due is when it falls due (see QueueCollectNotifications).  A mark is
+ * never taken before its notify_after.  With the entry's spinlock held.
  */
 static bool
 take_mark(QueueShared *e, TimestampTz now_ts, int64 idle_us, TimestampTz *due)
@@ -668,11 +673,17 @@ take_mark(QueueShared *e, TimestampTz now_ts, int64 idle_us, TimestampTz *due)
 	*due = 0;
 	if (!e->notify_pending)
 		return false;
+	if (now_ts < e->notify_after)
+	{
+		*due = e->notify_after;
+		return false;
+	}
 	if (e->may_wait || now_ts - e->notified_at >= idle_us)
 	{
 		e->notify_pending = false;
 		e->may_wait = false;
 		e->notified_at = now_ts;
+		e->notify_after = 0;
 		return true;
 	}
 	*due = e->notified_at + idle_us;

@@ -36,7 +36,7 @@ extern bool QueueDueSet(int32 qno, TimestampTz due, uint64 gen, bool raise_only)
 extern bool QueueDueLower(int32 qno, TimestampTz at);
 
 /* notification marks */
-extern int	QueueMarkNotify(int32 qno);
+extern int	QueueMarkNotify(int32 qno, TimestampTz after);
 extern bool QueueMarkMayWait(int32 qno);
 extern List *QueueCollectNotifications(Oid dboid, TimestampTz now_ts, int64 idle_us, List **kept,
 										TimestampTz *retry_at);

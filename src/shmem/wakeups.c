@@ -47,7 +47,7 @@ QueueSignalReady(int32 qno, int64 n)
 	QueueWaitWake(qno, n <= 0 ? 0 : n + 1);
 	if (!QueueAnyListener(MyDatabaseId))
 		return;
-	switch (QueueMarkNotify(qno))
+	switch (QueueMarkNotify(qno, 0))
 	{
 		case 1:
 			QueueDbWake(MyDatabaseId, QUEUE_DB_NOTIFY, 0);
@@ -81,6 +81,18 @@ void
 QueueSignalClaimShort(int32 qno)
 {
 	if (QueueMarkMayWait(qno))
+		QueueDbWake(MyDatabaseId, QUEUE_DB_NOTIFY, 0);
+}
+
+/*
+ * A claim of queue qno found its rate limit's bucket empty before the jobs
+ * it could have taken: the queue's listeners are owed a notification when
+ * the next token comes, at, and not before (a claim would find none).
+ */
+void
+QueueSignalRateRefill(int32 qno, TimestampTz at)
+{
+	if (QueueWaitActive() && QueueAnyListener(MyDatabaseId) && QueueMarkNotify(qno, at) == 1)
 		QueueDbWake(MyDatabaseId, QUEUE_DB_NOTIFY, 0);
 }
 

@@ -838,6 +838,35 @@ SELECT count(*) FROM queue.jobs}),
 	return;
 }
 
+# ------------------------------------------- who may create queues, kept
+# 0.7 gave queue.create new options, so a new function: the roles it was
+# granted to keep it, as grants of their own (pg_dump prints them), while
+# its initial privileges stay those of a fresh install.
+if (grep { $_ eq '0.6' } @chained)
+{
+	my $sql = sub { $node->safe_psql('grants', $_[0]) };
+	$node->safe_psql('postgres', 'CREATE DATABASE grants');
+	$sql->(q{CREATE EXTENSION queue VERSION '0.6'; CREATE ROLE up_creator; CREATE ROLE up_lead;
+GRANT EXECUTE ON FUNCTION queue.create TO up_creator; GRANT EXECUTE ON FUNCTION queue.create TO up_lead WITH GRANT OPTION});
+	$sql->('ALTER EXTENSION queue UPDATE');
+	my $fn = q{'queue.create(text, int, interval, interval, interval, interval, boolean, int, text, int, interval)'::regprocedure};
+	is($sql->(qq{SELECT has_function_privilege('up_creator', $fn, 'EXECUTE'), has_function_privilege('up_lead', $fn, 'EXECUTE WITH GRANT OPTION'),
+  has_function_privilege('public', $fn, 'EXECUTE')}), 't|t|f',
+		'grants: after the upgrade the roles granted queue.create still have it (with the grant option), PUBLIC not');
+	is($sql->(qq{SET ROLE up_creator; SELECT queue.create('by_creator', rate_limit => 10); RESET ROLE;
+SELECT rate_limit FROM queue.queues WHERE queue = 'by_creator'}), "
+10",
+		'grants: and the role creates a queue with the new options');
+	is($sql->(qq{SELECT ip.initprivs::text FROM pg_init_privs ip WHERE ip.objoid = $fn}),
+		$node->safe_psql('fresh', qq{SELECT ip.initprivs::text FROM pg_init_privs ip WHERE ip.objoid = $fn}),
+		'grants: its initial privileges are those of a fresh install');
+	my $dump = pg_dump('grants');
+	like($dump, qr/^GRANT ALL ON FUNCTION queue\."create"\(.*rate_limit integer.*\) TO up_creator;$/m,
+		'grants: pg_dump prints the grant, so that a restore keeps it');
+	$sql->('DROP EXTENSION queue CASCADE');
+	$node->safe_psql('postgres', 'DROP DATABASE grants; DROP ROLE up_creator; DROP ROLE up_lead');
+}
+
 settle($node);
 $node->stop;
 done_testing();
