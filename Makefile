@@ -10,7 +10,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # pg_regress files run in this order; each is independent of the others
 # but shares the database, so names of queues are unique per file.
-REGRESS = queues enqueue claim complete fail manage views errors security groups lease plans schedules ratelimit
+REGRESS = queues enqueue claim complete fail manage views errors security groups lease plans schedules ratelimit groupmax
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = $(patsubst specs/%.spec,%,$(sort $(wildcard specs/*.spec)))

@@ -1,5 +1,5 @@
 /* queue--0.6--0.7.sql: upgrade from 0.6 to 0.7 (flow control: a rate
- * limit per queue) */
+ * limit per queue, and up to group_max_running jobs of a group at once) */
 
 \echo Use "ALTER EXTENSION queue UPDATE TO '0.7'" to load this file. \quit
 
@@ -8,11 +8,14 @@
 -- which would leave the table with a "missing value" a fresh install has not
 ALTER TABLE queue.queue_config
     ADD COLUMN rate_limit int,
-    ADD COLUMN rate_period interval;
-UPDATE queue.queue_config SET rate_period = '1 second';
+    ADD COLUMN rate_period interval,
+    ADD COLUMN group_max_running int;
+UPDATE queue.queue_config SET rate_period = '1 second', group_max_running = 1;
 ALTER TABLE queue.queue_config
     ALTER rate_period SET DEFAULT '1 second',
-    ALTER rate_period SET NOT NULL;
+    ALTER rate_period SET NOT NULL,
+    ALTER group_max_running SET DEFAULT 1,
+    ALTER group_max_running SET NOT NULL;
 ALTER TABLE queue.queue_config DROP CONSTRAINT queue_config_options;
 ALTER TABLE queue.queue_config ADD CONSTRAINT queue_config_options CHECK (
     max_attempts BETWEEN 1 AND 1000
@@ -22,8 +25,9 @@ ALTER TABLE queue.queue_config ADD CONSTRAINT queue_config_options CHECK (
     AND retention >= interval '0'
     AND (max_running IS NULL OR max_running BETWEEN 1 AND 100000)
     AND (rate_limit IS NULL OR rate_limit BETWEEN 1 AND 1000000)
-    AND rate_period >= interval '1 millisecond' AND rate_period <= interval '1 day');
-GRANT UPDATE (rate_limit, rate_period) ON queue.queue_config TO PUBLIC;
+    AND rate_period >= interval '1 millisecond' AND rate_period <= interval '1 day'
+    AND group_max_running BETWEEN 1 AND 10000);
+GRANT UPDATE (rate_limit, rate_period, group_max_running) ON queue.queue_config TO PUBLIC;
 
 -- create and alter take the new options: new signatures.
 DROP FUNCTION queue._check_options(int, interval, interval, interval, interval, int, text);
@@ -35,7 +39,7 @@ CREATE FUNCTION queue._check_options(
     max_attempts int, lease interval, backoff_base interval,
     backoff_max interval, retention interval, max_running int,
     group_retry text DEFAULT 'block', rate_limit int DEFAULT NULL,
-    rate_period interval DEFAULT '1 second')
+    rate_period interval DEFAULT '1 second', group_max_running int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -86,6 +90,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'For 100 jobs a minute, pass rate_limit => 100, rate_period => ''1 minute''.';
     END IF;
+    IF group_max_running IS NULL OR group_max_running < 1 OR group_max_running > 10000 THEN
+        RAISE EXCEPTION 'group_max_running must be between 1 and 10000, not %', coalesce(group_max_running::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '1 runs the jobs of a group one at a time, in order; n runs up to n of them at once.';
+    END IF;
 END
 $$;
 
@@ -100,7 +109,8 @@ CREATE FUNCTION queue._create(
     max_running   int DEFAULT NULL,
     group_retry   text DEFAULT 'block',
     rate_limit    int DEFAULT NULL,
-    rate_period   interval DEFAULT '1 second')
+    rate_period   interval DEFAULT '1 second',
+    group_max_running int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -117,7 +127,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
     PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
-                                 rate_limit, rate_period);
+                                 rate_limit, rate_period, group_max_running);
 
     -- Serialize creators of the same name; the unique index would too, but
     -- only after the tables were made.
@@ -136,10 +146,11 @@ BEGIN
     -- queue's objects can collide with another's.
     n := nextval('queue.queue_number_seq');
     INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
-                                    max_running, group_retry, archive_since, rate_limit, rate_period)
+                                    max_running, group_retry, archive_since, rate_limit, rate_period,
+                                    group_max_running)
     VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
             now() || array_fill(NULL::timestamptz, ARRAY[queue._archive_segments() - 1]),
-            rate_limit, rate_period);
+            rate_limit, rate_period, group_max_running);
 
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     -- The CHECK on id keeps a row from posing as another queue's job
@@ -219,13 +230,16 @@ CREATE FUNCTION queue._alter(
     max_running  int DEFAULT NULL,
     group_retry  text DEFAULT NULL,
     rate_limit   int DEFAULT NULL,
-    rate_period  interval DEFAULT NULL)
+    rate_period  interval DEFAULT NULL,
+    group_max_running int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r queue.queue_config := queue._get(queue, true);
+    old_group_max int := r.group_max_running;
+    waiting_groups text[];
 BEGIN
     r.max_attempts := coalesce(max_attempts, r.max_attempts);
     r.lease        := coalesce(lease, r.lease);
@@ -237,13 +251,23 @@ BEGIN
     r.group_retry  := coalesce(group_retry, r.group_retry);
     r.rate_limit   := CASE WHEN rate_limit = 0 THEN NULL ELSE coalesce(rate_limit, r.rate_limit) END;
     r.rate_period  := coalesce(rate_period, r.rate_period);
+    r.group_max_running := coalesce(group_max_running, r.group_max_running);
     PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention,
-                                 r.max_running, r.group_retry, r.rate_limit, r.rate_period);
+                                 r.max_running, r.group_retry, r.rate_limit, r.rate_period,
+                                 r.group_max_running);
     UPDATE queue.queue_config c
        SET max_attempts = r.max_attempts, lease = r.lease, backoff_base = r.backoff_base,
            backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running,
-           group_retry = r.group_retry, rate_limit = r.rate_limit, rate_period = r.rate_period
+           group_retry = r.group_retry, rate_limit = r.rate_limit, rate_period = r.rate_period,
+           group_max_running = r.group_max_running
      WHERE c.qno = r.qno;
+    -- more may run at once now: the groups' next jobs move up (a lower
+    -- limit lets the jobs beyond it finish)
+    IF r.group_max_running > old_group_max THEN
+        EXECUTE format('SELECT array_agg(DISTINCT group_key) FROM queue.%I WHERE state = ''waiting''', 'q_' || queue)
+           INTO waiting_groups;
+        PERFORM queue._advance_groups(r.qno, coalesce(waiting_groups, '{}'));
+    END IF;
     IF max_running IS NOT NULL THEN
         -- jobs under batch leases hold slots too: as running rows
         PERFORM queue._settle_leases(r);
@@ -262,7 +286,8 @@ CREATE FUNCTION queue.alter(
     max_running  int DEFAULT NULL,
     group_retry  text DEFAULT NULL,
     rate_limit   int DEFAULT NULL,
-    rate_period  interval DEFAULT NULL)
+    rate_period  interval DEFAULT NULL,
+    group_max_running int DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_alter'
 LANGUAGE C VOLATILE;
@@ -284,17 +309,18 @@ CREATE FUNCTION queue.create(
     max_running   int DEFAULT NULL,
     group_retry   text DEFAULT 'block',
     rate_limit    int DEFAULT NULL,
-    rate_period   interval DEFAULT '1 second')
+    rate_period   interval DEFAULT '1 second',
+    group_max_running int DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_create'
 LANGUAGE C VOLATILE;
 
 REVOKE EXECUTE ON FUNCTION queue.create(text, int, interval, interval, interval, interval, boolean, int, text,
-                                        int, interval) FROM PUBLIC;
+                                        int, interval, int) FROM PUBLIC;
 DO $$
 DECLARE
     old_fn  regprocedure := 'queue.create(text, int, interval, interval, interval, interval, boolean, int, text)';
-    new_fn  regprocedure := 'queue.create(text, int, interval, interval, interval, interval, boolean, int, text, int, interval)';
+    new_fn  regprocedure := 'queue.create(text, int, interval, interval, interval, interval, boolean, int, text, int, interval, int)';
     initial aclitem[];
     g       record;
 BEGIN
@@ -317,6 +343,7 @@ REVOKE EXECUTE ON FUNCTION queue._create, queue._alter FROM PUBLIC;
 
 CREATE OR REPLACE VIEW queue.queues WITH (security_barrier) AS
 SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
-       c.retention, c.paused, c.created_at, c.max_running, c.group_retry, c.rate_limit, c.rate_period
+       c.retention, c.paused, c.created_at, c.max_running, c.group_retry, c.rate_limit, c.rate_period,
+       c.group_max_running
   FROM queue.queue_config c
  WHERE queue._may(c.qno, 'any');

@@ -53,7 +53,9 @@ CREATE TABLE queue.queue_config (
     archive_since timestamptz[] NOT NULL DEFAULT '{}',
     -- at most rate_limit claims per rate_period (src/shmem/ratelimit.c)
     rate_limit   int,
-    rate_period  interval NOT NULL DEFAULT '1 second'
+    rate_period  interval NOT NULL DEFAULT '1 second',
+    -- how many jobs of one group may be ready, scheduled or running at once
+    group_max_running int NOT NULL DEFAULT 1
 );
 
 SELECT pg_catalog.pg_extension_config_dump('queue.queue_config', '');
@@ -70,7 +72,8 @@ ALTER TABLE queue.queue_config ADD CONSTRAINT queue_config_options CHECK (
     AND retention >= interval '0'
     AND (max_running IS NULL OR max_running BETWEEN 1 AND 100000)
     AND (rate_limit IS NULL OR rate_limit BETWEEN 1 AND 1000000)
-    AND rate_period >= interval '1 millisecond' AND rate_period <= interval '1 day');
+    AND rate_period >= interval '1 millisecond' AND rate_period <= interval '1 day'
+    AND group_max_running BETWEEN 1 AND 10000);
 
 /*
  * Privileges on queues (queue.grant): a role with one of them uses the
@@ -509,7 +512,7 @@ CREATE FUNCTION queue._check_options(
     max_attempts int, lease interval, backoff_base interval,
     backoff_max interval, retention interval, max_running int,
     group_retry text DEFAULT 'block', rate_limit int DEFAULT NULL,
-    rate_period interval DEFAULT '1 second')
+    rate_period interval DEFAULT '1 second', group_max_running int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -559,6 +562,11 @@ BEGIN
         RAISE EXCEPTION 'rate_period must be between 1 millisecond and 1 day, not %', coalesce(rate_period::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'For 100 jobs a minute, pass rate_limit => 100, rate_period => ''1 minute''.';
+    END IF;
+    IF group_max_running IS NULL OR group_max_running < 1 OR group_max_running > 10000 THEN
+        RAISE EXCEPTION 'group_max_running must be between 1 and 10000, not %', coalesce(group_max_running::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '1 runs the jobs of a group one at a time, in order; n runs up to n of them at once.';
     END IF;
 END
 $$;
@@ -1021,7 +1029,8 @@ CREATE FUNCTION queue._create(
     max_running   int DEFAULT NULL,
     group_retry   text DEFAULT 'block',
     rate_limit    int DEFAULT NULL,
-    rate_period   interval DEFAULT '1 second')
+    rate_period   interval DEFAULT '1 second',
+    group_max_running int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1038,7 +1047,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true or false.';
     END IF;
     PERFORM queue._check_options(max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
-                                 rate_limit, rate_period);
+                                 rate_limit, rate_period, group_max_running);
 
     -- Serialize creators of the same name; the unique index would too, but
     -- only after the tables were made.
@@ -1057,10 +1066,11 @@ BEGIN
     -- queue's objects can collide with another's.
     n := nextval('queue.queue_number_seq');
     INSERT INTO queue.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
-                                    max_running, group_retry, archive_since, rate_limit, rate_period)
+                                    max_running, group_retry, archive_since, rate_limit, rate_period,
+                                    group_max_running)
     VALUES (n, queue, max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
             now() || array_fill(NULL::timestamptz, ARRAY[queue._archive_segments() - 1]),
-            rate_limit, rate_period);
+            rate_limit, rate_period, group_max_running);
 
     EXECUTE format('CREATE SEQUENCE queue.%I', q || '$seq');
     -- The CHECK on id keeps a row from posing as another queue's job
@@ -1140,13 +1150,16 @@ CREATE FUNCTION queue._alter(
     max_running  int DEFAULT NULL,
     group_retry  text DEFAULT NULL,
     rate_limit   int DEFAULT NULL,
-    rate_period  interval DEFAULT NULL)
+    rate_period  interval DEFAULT NULL,
+    group_max_running int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r queue.queue_config := queue._get(queue, true);
+    old_group_max int := r.group_max_running;
+    waiting_groups text[];
 BEGIN
     r.max_attempts := coalesce(max_attempts, r.max_attempts);
     r.lease        := coalesce(lease, r.lease);
@@ -1158,13 +1171,23 @@ BEGIN
     r.group_retry  := coalesce(group_retry, r.group_retry);
     r.rate_limit   := CASE WHEN rate_limit = 0 THEN NULL ELSE coalesce(rate_limit, r.rate_limit) END;
     r.rate_period  := coalesce(rate_period, r.rate_period);
+    r.group_max_running := coalesce(group_max_running, r.group_max_running);
     PERFORM queue._check_options(r.max_attempts, r.lease, r.backoff_base, r.backoff_max, r.retention,
-                                 r.max_running, r.group_retry, r.rate_limit, r.rate_period);
+                                 r.max_running, r.group_retry, r.rate_limit, r.rate_period,
+                                 r.group_max_running);
     UPDATE queue.queue_config c
        SET max_attempts = r.max_attempts, lease = r.lease, backoff_base = r.backoff_base,
            backoff_max = r.backoff_max, retention = r.retention, max_running = r.max_running,
-           group_retry = r.group_retry, rate_limit = r.rate_limit, rate_period = r.rate_period
+           group_retry = r.group_retry, rate_limit = r.rate_limit, rate_period = r.rate_period,
+           group_max_running = r.group_max_running
      WHERE c.qno = r.qno;
+    -- more may run at once now: the groups' next jobs move up (a lower
+    -- limit lets the jobs beyond it finish)
+    IF r.group_max_running > old_group_max THEN
+        EXECUTE format('SELECT array_agg(DISTINCT group_key) FROM queue.%I WHERE state = ''waiting''', 'q_' || queue)
+           INTO waiting_groups;
+        PERFORM queue._advance_groups(r.qno, coalesce(waiting_groups, '{}'));
+    END IF;
     IF max_running IS NOT NULL THEN
         -- jobs under batch leases hold slots too: as running rows
         PERFORM queue._settle_leases(r);
@@ -1577,7 +1600,8 @@ CREATE FUNCTION queue.create(
     max_running   int DEFAULT NULL,
     group_retry   text DEFAULT 'block',
     rate_limit    int DEFAULT NULL,
-    rate_period   interval DEFAULT '1 second')
+    rate_period   interval DEFAULT '1 second',
+    group_max_running int DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_create'
 LANGUAGE C VOLATILE;
@@ -1592,7 +1616,8 @@ CREATE FUNCTION queue.alter(
     max_running  int DEFAULT NULL,
     group_retry  text DEFAULT NULL,
     rate_limit   int DEFAULT NULL,
-    rate_period  interval DEFAULT NULL)
+    rate_period  interval DEFAULT NULL,
+    group_max_running int DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'queue_alter'
 LANGUAGE C VOLATILE;
@@ -1662,7 +1687,8 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW queue.queues WITH (security_barrier) AS
 SELECT c.name AS queue, c.max_attempts, c.lease, c.backoff_base, c.backoff_max,
-       c.retention, c.paused, c.created_at, c.max_running, c.group_retry, c.rate_limit, c.rate_period
+       c.retention, c.paused, c.created_at, c.max_running, c.group_retry, c.rate_limit, c.rate_period,
+       c.group_max_running
   FROM queue.queue_config c
  WHERE queue._may(c.qno, 'any');
 
@@ -1722,7 +1748,8 @@ SELECT queue._register();
 
 -- queue_config has row security: a queue's owner sees its row.
 GRANT SELECT, UPDATE (max_attempts, lease, backoff_base, backoff_max, retention, max_running,
-                      group_retry, paused, rate_limit, rate_period) ON queue.queue_config TO PUBLIC;
+                      group_retry, paused, rate_limit, rate_period, group_max_running)
+      ON queue.queue_config TO PUBLIC;
 GRANT SELECT ON queue.queues, queue.jobs, queue.archive, queue.stats, queue.grants TO PUBLIC;
 
 -- Creating queues is for superusers and the roles they grant this to.

@@ -64,8 +64,8 @@ CREATE OPERATOR evil.<> (LEFTARG = queue.job_state, RIGHTARG = queue.job_state, 
 CREATE TABLE evil.queue_config (LIKE queue.queue_config);
 INSERT INTO evil.queue_config (qno, name, max_attempts, lease, backoff_base, backoff_max, retention,
                                max_running, group_retry, paused, created_at, archive_seg, archive_since,
-                               rate_period)
-VALUES (999998, 'sec_q', 1, '1 second', '0', '0', '0', 1, 'requeue', true, '2000-01-01', 0, '{}', '1 second');
+                               rate_period, group_max_running)
+VALUES (999998, 'sec_q', 1, '1 second', '0', '0', '0', 1, 'requeue', true, '2000-01-01', 0, '{}', '1 second', 1);
 CREATE TABLE evil._job (LIKE queue._job);
 CREATE TABLE evil.q_sec_q (LIKE queue._job);
 CREATE TABLE evil.a_sec_q (LIKE queue._archive);

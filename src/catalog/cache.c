@@ -267,24 +267,24 @@ load_grants(QueueInfo *q)
 
 /*
  * What the cache keeps of a queue_config row, in enter_row's order.  The
- * rate limit's columns came in 0.7: an older install, still running this
+ * flow control columns came in 0.7: an older install, still running this
  * library until ALTER EXTENSION UPDATE, has none.
  */
 #define CONFIG_COLUMNS \
 	"SELECT qno, name, max_attempts, lease, backoff_base, backoff_max," \
 	" retention > interval '0', paused, coalesce(max_running, 0), group_retry = 'requeue'," \
 	" archive_seg, "
-#define CONFIG_RATE \
-	"coalesce(rate_limit, 0), (extract(epoch FROM rate_period) * 1000000)::bigint"
-#define CONFIG_NO_RATE	"0, 0::bigint"
+#define CONFIG_FLOW \
+	"coalesce(rate_limit, 0), (extract(epoch FROM rate_period) * 1000000)::bigint, group_max_running"
+#define CONFIG_NO_FLOW	"0, 0::bigint, 1"
 
 static const char *
 config_select(const char *where)
 {
-	bool		has_rate = get_attnum(queue_config_relid, "rate_limit") != InvalidAttrNumber;
+	bool		has_flow = get_attnum(queue_config_relid, "rate_limit") != InvalidAttrNumber;
 
 	return psprintf("%s%s FROM queue.queue_config%s", CONFIG_COLUMNS,
-					has_rate ? CONFIG_RATE : CONFIG_NO_RATE, where);
+					has_flow ? CONFIG_FLOW : CONFIG_NO_FLOW, where);
 }
 
 /*
@@ -314,6 +314,7 @@ enter_row(HeapTuple tup, TupleDesc desc, bool *found)
 		q->archive_seg = DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull));
 		q->rate_limit = DatumGetInt32(SPI_getbinval(tup, desc, 12, &isnull));
 		q->rate_period_us = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
+		q->group_max_running = DatumGetInt32(SPI_getbinval(tup, desc, 14, &isnull));
 		q->seqid = InvalidOid;
 	}
 	/* (also when found: an error between the two entries may have left it out) */

@@ -35,6 +35,7 @@ typedef struct QueueInfo
 	int32		max_running;	/* 0: unlimited */
 	int32		rate_limit;		/* claims per rate_period; 0: unlimited */
 	int64		rate_period_us;
+	int32		group_max_running;	/* jobs of one group active at once */
 	bool		group_requeue;	/* a retried job goes behind its group */
 	bool		keep_archive;	/* retention > 0 */
 	int16		archive_seg;	/* the archive segment finished jobs go to */

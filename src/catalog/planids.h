@@ -31,6 +31,8 @@ typedef enum QueuePlanId
 	PLAN_GROUP_BUSY,			/* does a group have an unfinished job? */
 	PLAN_GROUP_ADVANCE,			/* the next job of a group becomes its head */
 	PLAN_GROUP_REQUEUE,			/* a retried job goes behind its group */
+	PLAN_GROUP_BUSY_N,			/* the same two, group_max_running > 1: */
+	PLAN_GROUP_ADVANCE_N,		/* ... up to n jobs of a group active */
 	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
 	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */

@@ -213,6 +213,24 @@ static const QueuePlanDef plan_defs[NUM_QUEUE_PLANS] = {
 		"UPDATE {jobs} SET state = 'waiting', rank = nextval({seq}) WHERE id = $1",
 		{INT8OID},
 	},
+	/* $2 jobs of the group may be active (ready, scheduled or running) */
+	[PLAN_GROUP_BUSY_N] = {
+		"SELECT EXISTS (SELECT 1 FROM {jobs} WHERE group_key = $1 AND state = 'waiting')"
+		" OR (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE group_key = $1"
+		" AND state IN ('ready', 'scheduled', 'running') LIMIT $2) a) >= $2 AS busy",
+		{TEXTOID, INT4OID},
+		"busy",
+	},
+	[PLAN_GROUP_ADVANCE_N] = {
+		"UPDATE {jobs} SET rank = nextval({seq}),"
+		" state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'ready' END::queue.job_state"
+		" WHERE id = (SELECT id FROM {jobs} WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)"
+		" AND (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE group_key = $1"
+		" AND state IN ('ready', 'scheduled', 'running') LIMIT $3) a) < $3"
+		" RETURNING {result}",
+		{TEXTOID, TIMESTAMPTZOID, INT4OID},
+		"priority, rank, run_at",
+	},
 	[PLAN_SLOTS_TAKE] = {
 		"SELECT {result} FROM {slots} WHERE job IS NULL AND slot <= $1"
 		" AND NOT EXISTS (SELECT 1 FROM {slots} WHERE slot > $1 AND job IS NOT NULL)"

@@ -327,7 +327,7 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 
-	/* In a group, only the first job can be the head. */
+	/* In a group, only the first job can be the head (but see below). */
 	first = first_state(q, scheduled, group_key);
 	rest = group_key != NULL ? JS_WAITING : first;
 	for (int i = 0; i < n; i++)
@@ -357,6 +357,14 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 					  SPI_OK_INSERT, n, "insert jobs", q->name);
 	}
 	note_enqueued(q, n, first, rest, run_at, priority, first_seq);
+
+	/* with group_max_running n, more of them than the first may start */
+	if (group_key != NULL && first != JS_WAITING && n > 1 && q->group_max_running > 1)
+	{
+		Datum		key = PointerGetDatum(group_key);
+
+		QueueGroupAdvance(q, &key, 1);
+	}
 	QueueSpiEnd();
 
 	for (int i = 0; i < n; i++)

@@ -6,7 +6,10 @@
  *
  * Jobs with the same group_key run one at a time, in id order.  Only a
  * group's head, its oldest unfinished job, is ever ready, scheduled or
- * running; the jobs behind it are 'waiting' and invisible to claims.  When
+ * running; the jobs behind it are 'waiting' and invisible to claims.
+ * With group_max_running n, up to n of a group's jobs are active (ready,
+ * scheduled or running), the oldest, and the rest wait behind them: a job
+ * that finishes lets the oldest waiting one move up.  When
  * the head finishes (or dies, or is cancelled), the next job becomes the
  * head with a fresh rank, at the back of the claim order: so claims rotate
  * over the groups that have work, and a group with a huge backlog cannot
@@ -100,20 +103,47 @@ exec_latest(QueueInfo *q, QueuePlanId which, Datum *args, long count)
 }
 
 /*
- * Lock the group and tell whether it already has an unfinished job, so
- * that a new job must wait behind it.
+ * Lock the group and tell whether a new job must wait behind its jobs:
+ * with group_max_running 1, whether it has an unfinished job; with n,
+ * whether n of its jobs are active (ready, scheduled or running) or some
+ * already wait, so that jobs start in id order.
  */
 bool
 QueueGroupBusy(QueueInfo *q, text *group_key)
 {
-	Datum		arg = PointerGetDatum(group_key);
+	/* jobs this transaction claimed are not in the table until commit */
+	int			free = q->group_max_running - QueueHeldInGroup(q->qno, group_key);
+	Datum		args[2] = {PointerGetDatum(group_key), Int32GetDatum(free)};
+	bool		isnull;
 
 	lock_group(q->qno, group_key);
-	/* a head claimed by this transaction is not in the table until commit */
-	if (QueueHeldInGroup(q->qno, group_key))
+	if (free <= 0)
 		return true;
-	QueueCheckSpi(exec_latest(q, PLAN_GROUP_BUSY, &arg, 1), SPI_OK_SELECT, -1, "look up a group", q->name);
-	return SPI_processed > 0;
+	if (q->group_max_running == 1)
+	{
+		QueueCheckSpi(exec_latest(q, PLAN_GROUP_BUSY, args, 1), SPI_OK_SELECT, -1, "look up a group", q->name);
+		return SPI_processed > 0;
+	}
+	QueueCheckSpi(exec_latest(q, PLAN_GROUP_BUSY_N, args, 1), SPI_OK_SELECT, 1, "look up a group", q->name);
+	return DatumGetBool(QueuePlanValue(PLAN_GROUP_BUSY_N, 0, "busy", &isnull));
+}
+
+/*
+ * Make the group's next waiting job active, if it has room for one;
+ * returns whether it did (SPI's result holds the job).
+ */
+static bool
+advance_one(QueueInfo *q, Datum group_key, TimestampTz now_ts)
+{
+	int			free = q->group_max_running - QueueHeldInGroup(q->qno, DatumGetTextPP(group_key));
+	Datum		args[3] = {group_key, TimestampTzGetDatum(now_ts), Int32GetDatum(free)};
+	QueuePlanId which = q->group_max_running == 1 ? PLAN_GROUP_ADVANCE : PLAN_GROUP_ADVANCE_N;
+
+	if (free <= 0)
+		return false;			/* its active jobs are ours, held until commit */
+	QueueCheckSpi(exec_latest(q, which, args, 1), SPI_OK_UPDATE_RETURNING, -1,
+				  "advance a group", q->name);
+	return SPI_processed == 1;
 }
 
 /* Lock order: by bucket, then by key (which also groups duplicates). */
@@ -151,29 +181,25 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 		lock_group(q->qno, DatumGetTextPP(sorted[i]));
 	pfree(sorted);
 
+	/* with group_max_running n, as many as have room (after alter raised n) */
 	for (int i = 0; i < n; i++)
 	{
-		Datum		args[2];
-		bool		isnull;
+		TimestampTz now_ts = GetCurrentTimestamp();
+		QueuePlanId which = q->group_max_running == 1 ? PLAN_GROUP_ADVANCE : PLAN_GROUP_ADVANCE_N;
 
-		if (QueueHeldInGroup(q->qno, DatumGetTextPP(group_keys[i])))
-			continue;			/* its head is ours, held until commit */
-		args[0] = group_keys[i];
-		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		QueueCheckSpi(exec_latest(q, PLAN_GROUP_ADVANCE, args, 1), SPI_OK_UPDATE_RETURNING, -1,
-						"advance a group", q->name);
-		if (SPI_processed == 1)
+		for (int moved = 0; moved < q->group_max_running && advance_one(q, group_keys[i], now_ts); moved++)
 		{
-			TimestampTz run_at = DatumGetTimestampTz(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "run_at", &isnull));
+			bool		isnull;
+			TimestampTz run_at = DatumGetTimestampTz(QueuePlanValue(which, 0, "run_at", &isnull));
 
-			QueueXactCount(q->qno, JS_WAITING,
-						   run_at > DatumGetTimestampTz(args[1]) ? JS_SCHEDULED : JS_READY, 1);
-			if (run_at > DatumGetTimestampTz(args[1]))
+			QueueXactCount(q->qno, JS_WAITING, run_at > now_ts ? JS_SCHEDULED : JS_READY, 1);
+			if (run_at > now_ts)
 				QueueXactScheduled(q->qno, run_at);
 			else
-				QueueXactMadeReady(q->qno,
-								   DatumGetInt32(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "priority", &isnull)),
-								   DatumGetInt64(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "rank", &isnull)), 1);
+				QueueXactMadeReady(q->qno, DatumGetInt32(QueuePlanValue(which, 0, "priority", &isnull)),
+								   DatumGetInt64(QueuePlanValue(which, 0, "rank", &isnull)), 1);
+			if (q->group_max_running == 1)
+				break;
 		}
 	}
 }

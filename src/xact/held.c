@@ -184,35 +184,44 @@ QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token, int32 toke
 }
 
 /*
- * The unfinished job of queue qno this transaction holds whose column col
- * (a text) is key, or NULL.  Such a job has no row for other statements'
- * indexes to find.
+ * Whether j is an unfinished job of queue qno this transaction holds whose
+ * column col (a text) is key.  Such a job has no row for other
+ * statements' indexes to find.
  */
+static bool
+held_matches(HeldJob *j, int32 qno, int col, text *key)
+{
+	text	   *k;
+
+	if (j->qno != qno || j->done_nest != 0 || j->written_nest != 0 || j->nulls[col])
+		return false;
+	k = DatumGetTextPP(j->values[col]);
+	return VARSIZE_ANY_EXHDR(k) == VARSIZE_ANY_EXHDR(key) &&
+		memcmp(VARDATA_ANY(k), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(k)) == 0;
+}
+
+/* The first held job that held_matches, or NULL. */
 static HeldJob *
 held_with_key(int32 qno, int col, text *key)
 {
 	ListCell   *lc;
 
 	foreach(lc, held)
-	{
-		HeldJob    *j = (HeldJob *) lfirst(lc);
-		text	   *k;
-
-		if (j->qno != qno || j->done_nest != 0 || j->written_nest != 0 || j->nulls[col])
-			continue;
-		k = DatumGetTextPP(j->values[col]);
-		if (VARSIZE_ANY_EXHDR(k) == VARSIZE_ANY_EXHDR(key) &&
-			memcmp(VARDATA_ANY(k), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(k)) == 0)
-			return j;
-	}
+		if (held_matches((HeldJob *) lfirst(lc), qno, col, key))
+			return (HeldJob *) lfirst(lc);
 	return NULL;
 }
 
-/* Whether this transaction holds a job of this group (its head). */
-bool
+/* How many jobs of this group this transaction holds (active ones). */
+int
 QueueHeldInGroup(int32 qno, text *group_key)
 {
-	return held_with_key(qno, JC_GROUP_KEY, group_key) != NULL;
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, held)
+		n += held_matches((HeldJob *) lfirst(lc), qno, JC_GROUP_KEY, group_key);
+	return n;
 }
 
 /* How many jobs of queue qno this transaction holds (queue.stats). */

@@ -31,7 +31,7 @@ extern int	QueueHeldCompleteIds(QueueInfo *q, Datum *ids, int n, bool has_token,
 								 Datum *done_ids, int *ndone, Datum *groups, int *ngroups);
 extern void QueueHeldWriteBack(QueueInfo *q, int64 id);
 extern void QueueHeldWriteBackAll(void);
-extern bool QueueHeldInGroup(int32 qno, text *group_key);
+extern int	QueueHeldInGroup(int32 qno, text *group_key);
 extern int64 QueueHeldWithDedup(int32 qno, text *dedup_key);
 extern int64 QueueHeldCount(int32 qno);
 extern List *QueueHeldJobs(void);

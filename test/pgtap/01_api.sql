@@ -14,15 +14,16 @@ SELECT has_schema('queue');
 -- Queues
 SELECT has_function('queue', 'create',
     ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean', 'integer', 'text',
-          'integer', 'interval']);
+          'integer', 'interval', 'integer']);
 SELECT function_returns('queue', 'create',
     ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'boolean', 'integer', 'text',
-          'integer', 'interval'], 'void');
+          'integer', 'interval', 'integer'], 'void');
 SELECT has_function('queue', 'alter',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text', 'integer', 'interval']);
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text', 'integer', 'interval',
+          'integer']);
 SELECT function_returns('queue', 'alter',
-    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text', 'integer', 'interval'],
-    'void');
+    ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'text', 'integer', 'interval',
+          'integer'], 'void');
 SELECT has_function('queue', 'drop', ARRAY['text', 'boolean']);
 SELECT function_returns('queue', 'drop', ARRAY['text', 'boolean'], 'void');
 SELECT has_function('queue', 'pause', ARRAY['text']);
@@ -84,12 +85,13 @@ INSERT INTO documented_args VALUES
     ('create', NULL, 'backoff_max', 'interval'), ('create', NULL, 'retention', 'interval'),
     ('create', NULL, 'if_not_exists', 'boolean'), ('create', NULL, 'max_running', 'integer'),
     ('create', NULL, 'group_retry', 'text'), ('create', NULL, 'rate_limit', 'integer'),
-    ('create', NULL, 'rate_period', 'interval'),
+    ('create', NULL, 'rate_period', 'interval'), ('create', NULL, 'group_max_running', 'integer'),
     ('alter', 1, 'queue', 'text'), ('alter', NULL, 'max_attempts', 'integer'),
     ('alter', NULL, 'lease', 'interval'), ('alter', NULL, 'backoff_base', 'interval'),
     ('alter', NULL, 'backoff_max', 'interval'), ('alter', NULL, 'retention', 'interval'),
     ('alter', NULL, 'max_running', 'integer'), ('alter', NULL, 'group_retry', 'text'),
     ('alter', NULL, 'rate_limit', 'integer'), ('alter', NULL, 'rate_period', 'interval'),
+    ('alter', NULL, 'group_max_running', 'integer'),
     ('drop', 1, 'queue', 'text'), ('pause', 1, 'queue', 'text'), ('resume', 1, 'queue', 'text'),
     ('enqueue', 1, 'queue', 'text'), ('enqueue', 2, 'payload', 'jsonb'),
     ('enqueue', NULL, 'run_at', 'timestamptz'), ('enqueue', NULL, 'delay', 'interval'),
@@ -153,24 +155,25 @@ SELECT is((SELECT pronargdefaults FROM pg_proc
 SELECT lives_ok($$SELECT queue.create('x', max_attempts => 3, lease => '10 s', backoff_base => '1 s',
                                        backoff_max => '1 min', retention => '1 day', if_not_exists => true,
                                        max_running => 50, group_retry => 'requeue', rate_limit => 1000,
-                                       rate_period => '1 min')$$,
+                                       rate_period => '1 min', group_max_running => 1)$$,
                 'create with every option named');
 SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, paused, max_running, group_retry,
-                           rate_limit, rate_period
+                           rate_limit, rate_period, group_max_running
                       FROM queue.queues WHERE queue = 'x'$$,
                   $$VALUES (3, interval '10 s', interval '1 s', interval '1 min', interval '1 day', false, 50, 'requeue'::text,
-                            1000, interval '1 min')$$,
+                            1000, interval '1 min', 1)$$,
                   'named options of create are stored under their names');
 SELECT lives_ok($$SELECT queue.create(queue => 'x2')$$, 'create(queue => ...)');
 SELECT lives_ok($$SELECT queue.alter('x2', max_attempts => 4, lease => '20 s', backoff_base => '2 s',
                                      backoff_max => '2 min', retention => '2 days', max_running => 7,
-                                     group_retry => 'requeue', rate_limit => 20, rate_period => '10 s')$$,
+                                     group_retry => 'requeue', rate_limit => 20, rate_period => '10 s',
+                                     group_max_running => 3)$$,
                 'alter with every option named');
 SELECT results_eq($$SELECT max_attempts, lease, backoff_base, backoff_max, retention, max_running, group_retry,
-                           rate_limit, rate_period
+                           rate_limit, rate_period, group_max_running
                       FROM queue.queues WHERE queue = 'x2'$$,
                   $$VALUES (4, interval '20 s', interval '2 s', interval '2 min', interval '2 days', 7, 'requeue'::text,
-                            20, interval '10 s')$$,
+                            20, interval '10 s', 3)$$,
                   'named options of alter are stored under their names');
 SELECT lives_ok($$SELECT queue.pause(queue => 'x2')$$, 'pause(queue => ...)');
 SELECT lives_ok($$SELECT queue.resume(queue => 'x2')$$, 'resume(queue => ...)');
@@ -249,11 +252,12 @@ SELECT lives_ok(format('SELECT queue.retry(id => %s)', :j6), 'retry(id => ...)')
 SELECT has_view('queue', 'queues', 'view queue.queues');
 SELECT columns_are('queue', 'queues',
     ARRAY['queue', 'max_attempts', 'lease', 'backoff_base', 'backoff_max', 'retention', 'paused', 'created_at',
-          'max_running', 'group_retry', 'rate_limit', 'rate_period']);
+          'max_running', 'group_retry', 'rate_limit', 'rate_period', 'group_max_running']);
 SELECT results_eq($$SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
                       FROM pg_attribute WHERE attrelid = 'queue.queues'::regclass AND attnum > 0 ORDER BY attname$$,
                   $$VALUES ('backoff_base', 'interval'), ('backoff_max', 'interval'),
-                           ('created_at', 'timestamp with time zone'), ('group_retry', 'text'), ('lease', 'interval'),
+                           ('created_at', 'timestamp with time zone'), ('group_max_running', 'integer'),
+                           ('group_retry', 'text'), ('lease', 'interval'),
                            ('max_attempts', 'integer'), ('max_running', 'integer'), ('paused', 'boolean'),
                            ('queue', 'text'), ('rate_limit', 'integer'), ('rate_period', 'interval'),
                            ('retention', 'interval')$$,

@@ -150,7 +150,7 @@ SELECT throws_ok(format('SELECT queue._reset_cursor(%s)', :b_qno), '42501', NULL
 SELECT throws_ok(format($$SELECT queue._count(%s, 'ready', 'dead', 1)$$, :b_qno), '42501', NULL, '_count: 42501');
 SELECT throws_ok('SELECT * FROM queue._queue_stats(999997)', '42704', NULL, '_queue_stats of no queue: 42704');
 SELECT throws_ok(format($$SELECT * FROM queue._tick_queue(ROW(%s, 'ac_b', 1, '1 s', '1 s', '1 s', '1 s', NULL,
-                                 'block', false, now(), 0, '{}', NULL, '1 s')::queue.queue_config)$$, :b_qno),
+                                 'block', false, now(), 0, '{}', NULL, '1 s', 1)::queue.queue_config)$$, :b_qno),
                  '42501', NULL, '_tick_queue of a forged ac_b row: 42501');
 SELECT throws_ok($$SELECT * FROM queue._cancel(1)$$, '42501', NULL,
                  'the internal function behind cancel is not executable');

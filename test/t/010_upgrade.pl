@@ -849,7 +849,7 @@ if (grep { $_ eq '0.6' } @chained)
 	$sql->(q{CREATE EXTENSION queue VERSION '0.6'; CREATE ROLE up_creator; CREATE ROLE up_lead;
 GRANT EXECUTE ON FUNCTION queue.create TO up_creator; GRANT EXECUTE ON FUNCTION queue.create TO up_lead WITH GRANT OPTION});
 	$sql->('ALTER EXTENSION queue UPDATE');
-	my $fn = q{'queue.create(text, int, interval, interval, interval, interval, boolean, int, text, int, interval)'::regprocedure};
+	my $fn = q{'queue.create(text, int, interval, interval, interval, interval, boolean, int, text, int, interval, int)'::regprocedure};
 	is($sql->(qq{SELECT has_function_privilege('up_creator', $fn, 'EXECUTE'), has_function_privilege('up_lead', $fn, 'EXECUTE WITH GRANT OPTION'),
   has_function_privilege('public', $fn, 'EXECUTE')}), 't|t|f',
 		'grants: after the upgrade the roles granted queue.create still have it (with the grant option), PUBLIC not');
