@@ -1097,7 +1097,7 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON queue.%I (lease_until) WHERE state = ''running''', q || '$running', q);
     EXECUTE format('CREATE UNIQUE INDEX %I ON queue.%I (dedup_key) WHERE dedup_key IS NOT NULL AND state <> ''dead''', q || '$dedup', q);
     EXECUTE format('CREATE INDEX %I ON queue.%I (group_key, rank) WHERE group_key IS NOT NULL AND state <> ''dead''', q || '$group', q);
-    -- at most one row per group: its head
+    -- a group's active jobs: its head (up to group_max_running of them)
     EXECUTE format('CREATE INDEX %I ON queue.%I (group_key) WHERE group_key IS NOT NULL AND state IN (''ready'', ''scheduled'', ''running'')', q || '$head', q);
     EXECUTE format('CREATE TABLE queue.%I (CONSTRAINT %I PRIMARY KEY (slot)) INHERITS (queue._slot)',
                    's_' || queue, 's_' || queue || '$pkey');

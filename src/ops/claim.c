@@ -271,9 +271,13 @@ rate_take(QueueInfo *q, int want, TimestampTz now_ts, ClaimSpan *span)
 static void
 rate_settle(QueueInfo *q, int granted, int used, ClaimSpan *span)
 {
-	QueueRateGiveBack(q->qno, q->rate_limit, granted - used);
 	if (used < granted)
+	{
+		/* claims that found the bucket empty meanwhile may use them */
+		QueueRateGiveBack(q->qno, q->rate_limit, granted - used);
+		QueueSignalTokensBack(q->qno, granted - used);
 		span->refill_at = 0;
+	}
 	else if (span->refill_at != 0)
 		QueueSignalRateRefill(q->qno, span->refill_at);
 }
@@ -499,7 +503,8 @@ claim_look(QueueInfo *q, Interval *lease, int max_jobs, ReturnSetInfo *rsinfo, C
 	if (q->paused)
 		return;
 	claim_once(q, lease, max_jobs, rsinfo, span, !in_block);
-	if (in_block && span->count == 0 && q->max_running == 0)
+	/* (nor when the rate limit's bucket is empty: it would claim none) */
+	if (in_block && span->count == 0 && q->max_running == 0 && span->refill_at == 0)
 	{
 		TimestampTz now_ts = GetCurrentTimestamp();
 
@@ -610,8 +615,9 @@ queue_claim(PG_FUNCTION_ARGS)
 			MyProc->xmin = InvalidTransactionId;
 		}
 		/* an empty bucket: look again when its next token comes */
-		claim_sleep(q, wake_gen, now_ts,
-					span.refill_at != 0 ? Min(deadline, span.refill_at) : deadline);
+		if (span.refill_at == 0 || span.refill_at > now_ts)
+			claim_sleep(q, wake_gen, now_ts,
+						span.refill_at != 0 ? Min(deadline, span.refill_at) : deadline);
 
 		/*
 		 * The queue may have been paused, resumed or dropped meanwhile.

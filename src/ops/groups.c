@@ -4,16 +4,14 @@
  *	  Ordered groups (group_key) and the per-queue cap on running jobs
  *	  (max_running).
  *
- * Jobs with the same group_key run one at a time, in id order.  Only a
- * group's head, its oldest unfinished job, is ever ready, scheduled or
- * running; the jobs behind it are 'waiting' and invisible to claims.
- * With group_max_running n, up to n of a group's jobs are active (ready,
- * scheduled or running), the oldest, and the rest wait behind them: a job
- * that finishes lets the oldest waiting one move up.  When
- * the head finishes (or dies, or is cancelled), the next job becomes the
- * head with a fresh rank, at the back of the claim order: so claims rotate
- * over the groups that have work, and a group with a huge backlog cannot
- * hold up the others.  Claims need no group logic at all, so their cost
+ * Jobs with the same group_key start in id order, group_max_running of
+ * them at a time (by default one).  Only a group's oldest unfinished jobs,
+ * up to that many, are ever active (ready, scheduled or running); the jobs
+ * behind them are 'waiting' and invisible to claims.  When an active job
+ * finishes (or dies, or is cancelled), the oldest waiting one becomes
+ * active with a fresh rank, at the back of the claim order: so claims
+ * rotate over the groups that have work, and a group with a huge backlog
+ * cannot hold up the others.  Claims need no group logic at all, so their cost
  * does not depend on how many groups there are.
  *
  * Deciding whether a new job is the head, and which job is next, must not

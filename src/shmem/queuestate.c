@@ -68,8 +68,9 @@ static LWLock *queue_shared_lock = NULL;
  * worker looks at those rather than at every queue: a scan of the whole
  * table for each notification made listeners 3 ms later beside 10,000
  * queues than beside 10.  Past NOTIFY_MARKS unread marks (a transaction
- * that enqueues into that many queues, say) the list stops taking them
- * and overflows moves, and every worker scans the table once.
+ * that enqueues into that many queues, say, or marks of a database whose
+ * worker is not running) the list is emptied and overflows moves, and
+ * every worker scans the table once: the entries keep their marks.
  */
 #define NOTIFY_MARKS		64
 
@@ -513,15 +514,19 @@ QueueMarkNotify(int32 qno, TimestampTz after)
 	SpinLockAcquire(&e->mutex);
 	was = e->notify_pending;
 	e->notify_pending = true;
-	e->notify_after = Max(e->notify_after, after);
+	/* the latest claim's time for the next token; a commit's mark keeps it */
+	if (after != 0)
+		e->notify_after = after;
 	SpinLockRelease(&e->mutex);
 	if (!was)
 	{
 		SpinLockAcquire(&notify_marks->mutex);
-		if (notify_marks->n < NOTIFY_MARKS)
-			notify_marks->marks[notify_marks->n++] = e->key;
-		else
+		if (notify_marks->n == NOTIFY_MARKS)
+		{
+			notify_marks->n = 0;
 			notify_marks->overflows++;
+		}
+		notify_marks->marks[notify_marks->n++] = e->key;
 		SpinLockRelease(&notify_marks->mutex);
 	}
 	QueueEntryRelease();
@@ -646,19 +651,24 @@ take_marks(Oid dboid, List **qnos)
 	static uint64 overflows_seen = PG_UINT64_MAX;
 	bool		complete;
 	int			kept = 0;
+	int			taken = 0;
+	int32		mine[NOTIFY_MARKS];
 
+	/* (no allocation with the spinlock held) */
 	SpinLockAcquire(&notify_marks->mutex);
 	complete = notify_marks->overflows == overflows_seen;
 	overflows_seen = notify_marks->overflows;
 	for (int i = 0; i < notify_marks->n; i++)
 	{
 		if (notify_marks->marks[i].dboid == dboid)
-			*qnos = lappend_int(*qnos, notify_marks->marks[i].qno);
+			mine[taken++] = notify_marks->marks[i].qno;
 		else
 			notify_marks->marks[kept++] = notify_marks->marks[i];
 	}
 	notify_marks->n = kept;
 	SpinLockRelease(&notify_marks->mutex);
+	for (int i = 0; i < taken; i++)
+		*qnos = lappend_int(*qnos, mine[i]);
 	return complete;
 }
 

@@ -14,7 +14,9 @@
  * protects, and a job that comes back (a rollback, an expired lease, a
  * release, a consumer killed) takes a new token when it is claimed again.
  * So nothing lets more than the limit start, and no token is spent on a
- * job that was not handed out.
+ * job that was not handed out, but by a claim that fails with an error
+ * between taking its tokens and giving the rest back.  Tokens given back
+ * wake claims that found the bucket empty meanwhile.
  *
  * The bucket is in shared memory only: a new entry (the queue's first use
  * since the server started) starts full, so a restart may let one more

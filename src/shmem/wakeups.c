@@ -96,6 +96,13 @@ QueueSignalRateRefill(int32 qno, TimestampTz at)
 		QueueDbWake(MyDatabaseId, QUEUE_DB_NOTIFY, 0);
 }
 
+/* A claim gave n tokens of queue qno's rate limit back: wake as many claims. */
+void
+QueueSignalTokensBack(int32 qno, int n)
+{
+	QueueWaitWake(qno, n);
+}
+
 /* A committed transaction scheduled a job of this database for at. */
 void
 QueueSignalScheduled(TimestampTz at)

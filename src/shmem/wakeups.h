@@ -14,6 +14,7 @@ extern void QueueSignalReady(int32 qno, int64 n);
 extern void QueueSignalDue(int32 qno);
 extern void QueueSignalClaimShort(int32 qno);
 extern void QueueSignalRateRefill(int32 qno, TimestampTz at);
+extern void QueueSignalTokensBack(int32 qno, int n);
 extern void QueueSignalScheduled(TimestampTz at);
 extern void QueueSignalClaimerExit(void);
 extern void QueueSignalSchedules(void);

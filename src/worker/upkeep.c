@@ -70,26 +70,33 @@
  * FORGET_CHECK_VISITS visits, between two transactions, the worker looks
  * at what it holds, and past WORKER_MEMORY_LIMIT drops its caches as an
  * overflow of the invalidation queue would (InvalidateSystemCaches):
- * what busy queues need is read again at their next visit.
+ * what busy queues need is read again at their next visit.  Memory the
+ * caches freed may stay allocated to their contexts, so it does so again
+ * only once that grew by a quarter of the limit: not at every check.
  */
 #define FORGET_CHECK_VISITS		64
 #define WORKER_MEMORY_LIMIT		((Size) 256 * 1024 * 1024)
 
 static int	visits_unchecked = 0;
+static Size held_after_forget = 0;
 
 static void
 forget_caches_if_large(int visits)
 {
+	Size		held;
+
 	visits_unchecked += visits;
 	if (visits_unchecked < FORGET_CHECK_VISITS)
 		return;
 	visits_unchecked = 0;
-	if (MemoryContextMemAllocated(TopMemoryContext, true) > WORKER_MEMORY_LIMIT)
+	held = MemoryContextMemAllocated(TopMemoryContext, true);
+	if (held > WORKER_MEMORY_LIMIT && held > held_after_forget + WORKER_MEMORY_LIMIT / 4)
 	{
 		/* where an overflow of the invalidation queue is taken in */
 		StartTransactionCommand();
 		InvalidateSystemCaches();
 		CommitTransactionCommand();
+		held_after_forget = MemoryContextMemAllocated(TopMemoryContext, true);
 	}
 }
 
@@ -213,7 +220,6 @@ upkeep_in_subxact(void *arg)
 	/* the owner's code on its tables (triggers) must not stall the pass */
 	QueueOwnerTimeoutBegin();
 	check_select(SPI_execute_with_args(c->sql, 2, argtypes, args, NULL, false, 1), "run upkeep");
-	QueueOwnerTimeoutCheck("upkeep");
 	if (SPI_processed == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -228,12 +234,14 @@ upkeep_in_subxact(void *arg)
 	 * queue._queue_stats keeps in shared memory.  Until they are known,
 	 * every cleanup must look for orphans in the queue (may_have_running):
 	 * beside 10,000 idle queues after a restart, that was a visit to each
-	 * of them, 10 minutes of CPU, in every cleanup.
+	 * of them, 10 minutes of CPU, in every cleanup.  (A queue without a
+	 * shared entry has nowhere to keep them.)
 	 */
-	if (c->status == UPKEEP_RAN && !counts_known(c->qno) && have_queue_stats())
+	if (c->status == UPKEEP_RAN && !counts_known(c->qno) && QueueStateHas(c->qno) && have_queue_stats())
 		check_select(SPI_execute_with_args("SELECT FROM queue._queue_stats($1)", 1, argtypes, args,
 										   NULL, false, 1),
 					 "count the queue's jobs");
+	QueueOwnerTimeoutCheck("upkeep");
 	QueueAsRoleEnd(&as);
 	if (c->cleanup)
 		QueueArchiveNextSet(c->qno, c->archive_gen, archive_next(c->qno));
@@ -339,7 +347,7 @@ queue_owner(int i)
 	Oid			owner;
 
 	snprintf(relname, sizeof(relname), "q_%s", NameStr(known_names[i]));
-	relid = get_relname_relid(relname, get_namespace_oid("queue", false));
+	relid = get_relname_relid(relname, get_namespace_oid("queue", true));
 	if (!OidIsValid(relid))
 		return InvalidOid;
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
