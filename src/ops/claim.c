@@ -273,9 +273,9 @@ rate_settle(QueueInfo *q, int granted, int used, ClaimSpan *span)
 {
 	if (used < granted)
 	{
-		/* claims that found the bucket empty meanwhile may use them */
-		QueueRateGiveBack(q->qno, q->rate_limit, granted - used);
-		QueueSignalTokensBack(q->qno, granted - used);
+		/* claims that found the bucket short meanwhile may use them */
+		if (QueueRateGiveBack(q->qno, q->rate_limit, granted - used))
+			QueueSignalTokensBack(q->qno, granted - used);
 		span->refill_at = 0;
 	}
 	else if (span->refill_at != 0)

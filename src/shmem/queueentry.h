@@ -72,6 +72,7 @@ typedef struct QueueShared
 	/* the rate limit's token bucket, as of rate_at; 0: full (ratelimit.c) */
 	double		rate_tokens;
 	TimestampTz rate_at;
+	bool		rate_short;		/* a take got fewer than it asked since a give-back */
 	int64		bucket_sec[RECENT_SECONDS];
 	int64		completed[RECENT_SECONDS];
 	int64		failed[RECENT_SECONDS];

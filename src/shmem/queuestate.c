@@ -194,6 +194,7 @@ QueueEntryAcquire(int32 qno)
 		entry->archive_next = 0;
 		entry->rate_tokens = 0;
 		entry->rate_at = 0;
+		entry->rate_short = false;
 		memset(entry->bucket_sec, 0, sizeof(entry->bucket_sec));
 		memset(entry->completed, 0, sizeof(entry->completed));
 		memset(entry->failed, 0, sizeof(entry->failed));

@@ -74,22 +74,34 @@ QueueRateTake(int32 qno, int32 limit, int64 period_us, int want, TimestampTz now
 	tokens -= got;
 	e->rate_tokens = tokens;
 	if (got < want)
+	{
 		*next_at = e->rate_at + (TimestampTz) ceil(Max(1.0 - tokens, 0.0) / per_us);
+		e->rate_short = true;
+	}
 	SpinLockRelease(&e->mutex);
 	QueueEntryRelease();
 	return got;
 }
 
-/* Give n tokens taken by QueueRateTake back to queue qno's bucket. */
-void
+/*
+ * Give n tokens taken by QueueRateTake back to queue qno's bucket.  True
+ * if a take got fewer than it asked for since the last give-back: claims
+ * may be waiting for these.  (Claims of an empty queue give back every
+ * token: waking others for them would have them wake each other in turn.)
+ */
+bool
 QueueRateGiveBack(int32 qno, int32 limit, int n)
 {
 	QueueShared *e;
+	bool		was_short;
 
 	if (n <= 0 || (e = QueueEntryAcquire(qno)) == NULL)
-		return;
+		return false;
 	SpinLockAcquire(&e->mutex);
 	e->rate_tokens = Min(e->rate_tokens + n, (double) limit);
+	was_short = e->rate_short;
+	e->rate_short = false;
 	SpinLockRelease(&e->mutex);
 	QueueEntryRelease();
+	return was_short;
 }

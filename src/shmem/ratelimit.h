@@ -12,6 +12,6 @@
 
 extern int	QueueRateTake(int32 qno, int32 limit, int64 period_us, int want, TimestampTz now,
 						  TimestampTz *next_at);
-extern void QueueRateGiveBack(int32 qno, int32 limit, int n);
+extern bool QueueRateGiveBack(int32 qno, int32 limit, int n);
 
 #endif							/* QUEUE_SHMEM_RATELIMIT_H */

@@ -10,6 +10,8 @@
 #      10 s × 100 the bucket gave out.
 #   2. A LISTEN consumer that found the bucket empty is notified when the
 #      next token comes, with no new job enqueued, and not before.
+#   2b. Claims waiting on a limited queue with no job sleep, and do not
+#      wake each other for the tokens they give back.
 #   3. The bucket is in shared memory: after a restart it starts full.
 
 use strict;
@@ -96,6 +98,40 @@ cmp_ok($at - $empty_at, '>=', 0.1, '2. not before the next token (one per 200 ms
 cmp_ok($at - $empty_at, '<', 2, '2. but when it comes') if defined $at;
 is($node->safe_psql('postgres', sprintf($take, 1)), '1', '2. and its claim then gets a job');
 listener_stop($l);
+
+# ---------------------------------------------------------------- 2b. no spin
+# Claims that get tokens and find no job give them back; that wakes other
+# claims only if one found the bucket short.  Four claims wait on a limited
+# queue; one job comes: one claim takes it, and the others go back to
+# sleep, rather than waking each other in turn for the tokens given back.
+sub cpu_ticks
+{
+	my $t = 0;
+	for my $pid (@_)
+	{
+		my @f = split ' ', slurp_file("/proc/$pid/stat") =~ s/^.*\) //sr;
+		$t += $f[11] + $f[12];
+	}
+	return $t;
+}
+$node->safe_psql('postgres', q{SELECT queue.create('rl_spin', rate_limit => 1000)});
+my @waiters = map { QueueTestSession->new($node, 'postgres', "waiter$_") } 1 .. 4;
+$_->send(q{SELECT count(*) FROM queue.claim('rl_spin', 5, wait => '4 s')}) for @waiters;
+sleep 0.5;
+$node->safe_psql('postgres', q{SELECT queue.enqueue('rl_spin', '{}')});
+sleep 0.2;
+my $c0 = cpu_ticks(map { $_->{pid} } @waiters);
+sleep 1.5;
+my $spent = cpu_ticks(map { $_->{pid} } @waiters) - $c0;
+cmp_ok($spent, '<', 20, "2b. the claims left waiting sleep ($spent ticks of CPU in 1.5 s)");
+my $got = 0;
+for my $w (@waiters)
+{
+	my ($out) = $w->wait(10);
+	$got += $out // 0;
+	$w->close;
+}
+is($got, 1, '2b. one of them got the job');
 
 # ---------------------------------------------------------------- 3. restart
 
