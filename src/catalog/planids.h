@@ -29,10 +29,9 @@ typedef enum QueuePlanId
 	PLAN_EXTEND,				/* push a lease out */
 	PLAN_STATE,					/* the state of a job, for error messages */
 	PLAN_GROUP_BUSY,			/* does a group have an unfinished job? */
-	PLAN_GROUP_ADVANCE,			/* the next job of a group becomes its head */
+	PLAN_GROUP_ADVANCE,			/* a group's next waiting job becomes active */
 	PLAN_GROUP_REQUEUE,			/* a retried job goes behind its group */
-	PLAN_GROUP_BUSY_N,			/* the same two, group_max_running > 1: */
-	PLAN_GROUP_ADVANCE_N,		/* ... up to n jobs of a group active */
+	PLAN_GROUP_BUSY_N,			/* PLAN_GROUP_BUSY for group_max_running > 1 */
 	PLAN_SLOTS_TAKE,			/* lock free running slots (max_running) */
 	PLAN_SLOTS_ASSIGN,			/* give slots to claimed jobs */
 	PLAN_SLOTS_FREE,			/* jobs stopped running: free their slots */

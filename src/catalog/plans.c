@@ -199,14 +199,15 @@ static const QueuePlanDef plan_defs[NUM_QUEUE_PLANS] = {
 		{TEXTOID},
 		"busy",
 	},
+	/* while fewer than $3 jobs of the group are active */
 	[PLAN_GROUP_ADVANCE] = {
 		"UPDATE {jobs} SET rank = nextval({seq}),"
 		" state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'ready' END::queue.job_state"
 		" WHERE id = (SELECT id FROM {jobs} WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)"
-		" AND NOT EXISTS (SELECT 1 FROM {jobs} WHERE group_key = $1"
-		" AND group_key IS NOT NULL AND state IN ('ready', 'scheduled', 'running'))"
+		" AND (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE group_key = $1"
+		" AND group_key IS NOT NULL AND state IN ('ready', 'scheduled', 'running') LIMIT $3) a) < $3"
 		" RETURNING {result}",
-		{TEXTOID, TIMESTAMPTZOID},
+		{TEXTOID, TIMESTAMPTZOID, INT4OID},
 		"priority, rank, run_at",
 	},
 	[PLAN_GROUP_REQUEUE] = {
@@ -220,16 +221,6 @@ static const QueuePlanDef plan_defs[NUM_QUEUE_PLANS] = {
 		" AND state IN ('ready', 'scheduled', 'running') LIMIT $2) a) >= $2 AS busy",
 		{TEXTOID, INT4OID},
 		"busy",
-	},
-	[PLAN_GROUP_ADVANCE_N] = {
-		"UPDATE {jobs} SET rank = nextval({seq}),"
-		" state = CASE WHEN run_at > $2 THEN 'scheduled' ELSE 'ready' END::queue.job_state"
-		" WHERE id = (SELECT id FROM {jobs} WHERE group_key = $1 AND state = 'waiting' ORDER BY rank LIMIT 1)"
-		" AND (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE group_key = $1"
-		" AND state IN ('ready', 'scheduled', 'running') LIMIT $3) a) < $3"
-		" RETURNING {result}",
-		{TEXTOID, TIMESTAMPTZOID, INT4OID},
-		"priority, rank, run_at",
 	},
 	[PLAN_SLOTS_TAKE] = {
 		"SELECT {result} FROM {slots} WHERE job IS NULL AND slot <= $1"

@@ -363,7 +363,7 @@ queue_enqueue_batch(PG_FUNCTION_ARGS)
 	{
 		Datum		key = PointerGetDatum(group_key);
 
-		QueueGroupAdvance(q, &key, 1);
+		QueueGroupAdvance(q, &key, 1, true);
 	}
 	QueueSpiEnd();
 

@@ -130,7 +130,7 @@ after_running(QueueInfo *q, Datum *const *values, bool *const *nulls, int n)
 	}
 	QueueSlotsFree(q, ids, n);
 	if (ngroups > 0)
-		QueueGroupAdvance(q, groups, ngroups);
+		QueueGroupAdvance(q, groups, ngroups, false);
 }
 
 static int
@@ -234,7 +234,7 @@ complete_ids(QueueInfo *q, Datum *ids, int n, Datum token, bool has_token)
 		QueueXactFinished(q->qno, nheld, 0);
 		QueueSlotsFree(q, held_ids, nheld);
 		if (ngroups > 0)
-			QueueGroupAdvance(q, groups, ngroups);
+			QueueGroupAdvance(q, groups, ngroups, false);
 	}
 	if (rest == 0)
 		return nheld;
@@ -480,7 +480,7 @@ record_failure(QueueInfo *q, int64 id, JobState state, TimestampTz run_at, const
 		state = JS_WAITING;
 	}
 	if (!nogroup && (state == JS_DEAD || state == JS_WAITING))
-		QueueGroupAdvance(q, &group, 1);
+		QueueGroupAdvance(q, &group, 1, false);
 	if (state == JS_SCHEDULED)
 		QueueXactScheduled(q->qno, run_at);
 	else if (state == JS_READY)

@@ -135,11 +135,10 @@ advance_one(QueueInfo *q, Datum group_key, TimestampTz now_ts)
 {
 	int			free = q->group_max_running - QueueHeldInGroup(q->qno, DatumGetTextPP(group_key));
 	Datum		args[3] = {group_key, TimestampTzGetDatum(now_ts), Int32GetDatum(free)};
-	QueuePlanId which = q->group_max_running == 1 ? PLAN_GROUP_ADVANCE : PLAN_GROUP_ADVANCE_N;
 
 	if (free <= 0)
 		return false;			/* its active jobs are ours, held until commit */
-	QueueCheckSpi(exec_latest(q, which, args, 1), SPI_OK_UPDATE_RETURNING, -1,
+	QueueCheckSpi(exec_latest(q, PLAN_GROUP_ADVANCE, args, 1), SPI_OK_UPDATE_RETURNING, -1,
 				  "advance a group", q->name);
 	return SPI_processed == 1;
 }
@@ -163,12 +162,15 @@ cmp_text_datum(const void *a, const void *b)
 }
 
 /*
- * The heads of these groups finished: make each group's next job its head.
- * Buckets are locked in sorted order so that two transactions finishing
- * jobs of the same groups cannot deadlock.
+ * An active job of each of these groups finished (a key once per job):
+ * make the group's next waiting job active.  With fill, as many as the
+ * group has room for: jobs came in, or went, by other ways than one at a
+ * time (a batch enqueue, alter raising group_max_running, the management
+ * functions).  Buckets are locked in sorted order so that two
+ * transactions finishing jobs of the same groups cannot deadlock.
  */
 void
-QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
+QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n, bool fill)
 {
 	Datum	   *sorted = palloc(sizeof(Datum) * n);
 
@@ -179,25 +181,22 @@ QueueGroupAdvance(QueueInfo *q, Datum *group_keys, int n)
 		lock_group(q->qno, DatumGetTextPP(sorted[i]));
 	pfree(sorted);
 
-	/* with group_max_running n, as many as have room (after alter raised n) */
 	for (int i = 0; i < n; i++)
 	{
 		TimestampTz now_ts = GetCurrentTimestamp();
-		QueuePlanId which = q->group_max_running == 1 ? PLAN_GROUP_ADVANCE : PLAN_GROUP_ADVANCE_N;
 
-		for (int moved = 0; moved < q->group_max_running && advance_one(q, group_keys[i], now_ts); moved++)
+		for (int moved = 0; moved < (fill ? q->group_max_running : 1) && advance_one(q, group_keys[i], now_ts);
+			 moved++)
 		{
 			bool		isnull;
-			TimestampTz run_at = DatumGetTimestampTz(QueuePlanValue(which, 0, "run_at", &isnull));
+			TimestampTz run_at = DatumGetTimestampTz(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "run_at", &isnull));
 
 			QueueXactCount(q->qno, JS_WAITING, run_at > now_ts ? JS_SCHEDULED : JS_READY, 1);
 			if (run_at > now_ts)
 				QueueXactScheduled(q->qno, run_at);
 			else
-				QueueXactMadeReady(q->qno, DatumGetInt32(QueuePlanValue(which, 0, "priority", &isnull)),
-								   DatumGetInt64(QueuePlanValue(which, 0, "rank", &isnull)), 1);
-			if (q->group_max_running == 1)
-				break;
+				QueueXactMadeReady(q->qno, DatumGetInt32(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "priority", &isnull)),
+								   DatumGetInt64(QueuePlanValue(PLAN_GROUP_ADVANCE, 0, "rank", &isnull)), 1);
 		}
 	}
 }
@@ -240,7 +239,7 @@ queue_advance_groups(PG_FUNCTION_ARGS)
 	QueueSpiBegin();
 	q = QueueLookupByQno(PG_GETARG_INT32(0), false);
 	if (m > 0)
-		QueueGroupAdvance(q, keys, m);
+		QueueGroupAdvance(q, keys, m, true);
 	QueueSpiEnd();
 	PG_RETURN_VOID();
 }

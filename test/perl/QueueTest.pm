@@ -108,7 +108,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(listener_start listener_take listener_collect_until
-  listener_wait listener_stop poll_for settle autovacuum_ended);
+  listener_wait listener_stop poll_for settle autovacuum_ended cpu_ticks);
 
 
 # A LISTEN session in python3 with psycopg2 that prints, for every
@@ -246,6 +246,20 @@ sub poll_for
 		}
 		sleep 0.01;
 	}
+}
+
+# CPU time (utime + stime, in clock ticks) the processes @pids have used,
+# together; undef if one of them is gone.
+sub cpu_ticks
+{
+	my $ticks = 0;
+	for my $pid (@_)
+	{
+		open my $fh, '<', "/proc/$pid/stat" or return undef;
+		my @f = split ' ', (<$fh> =~ s/^.*\) //r);
+		$ticks += $f[11] + $f[12];
+	}
+	return $ticks;
 }
 
 # Waits until no client backend but those in @keep (sessions left open on

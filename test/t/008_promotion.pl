@@ -38,11 +38,7 @@ my $second = $a->query(qq{SELECT queue.enqueue('p', '{"n": 2}', run_at => to_tim
 
 my $wpid = $node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue worker' AND datname = 'postgres'});
-my $cpu = sub {
-	open my $fh, '<', "/proc/$wpid/stat" or return undef;
-	my @f = split ' ', (<$fh> =~ s/^.*\) //r);
-	return $f[11] + $f[12];    # utime + stime, in clock ticks
-};
+my $cpu = sub { cpu_ticks($wpid) };
 
 # The holder takes the first job in a transaction it keeps open.
 is($a->query(q{BEGIN; SELECT id FROM queue.claim('p', wait => '5 s')}), $first,

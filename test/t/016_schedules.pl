@@ -124,11 +124,7 @@ my $holder = QueueTestSession->new($standby, 'one', 'holder');
 $holder->query(q{BEGIN; SELECT name FROM queue.queue_schedules WHERE name = 'every-second' FOR UPDATE});
 sleep 1.5;
 my $wpid = $worker_pid->($standby, 'one');
-my $cpu = sub {
-	open my $fh, '<', "/proc/$wpid/stat" or return 0;
-	my @f = split ' ', (<$fh> =~ s/^.*\) //r);
-	return $f[11] + $f[12];
-};
+my $cpu = sub { cpu_ticks($wpid) // 0 };
 my $cpu0 = $cpu->();
 sleep 2;
 my $used = $cpu->() - $cpu0;

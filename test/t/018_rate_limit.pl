@@ -104,16 +104,6 @@ listener_stop($l);
 # claims only if one found the bucket short.  Four claims wait on a limited
 # queue; one job comes: one claim takes it, and the others go back to
 # sleep, rather than waking each other in turn for the tokens given back.
-sub cpu_ticks
-{
-	my $t = 0;
-	for my $pid (@_)
-	{
-		my @f = split ' ', slurp_file("/proc/$pid/stat") =~ s/^.*\) //sr;
-		$t += $f[11] + $f[12];
-	}
-	return $t;
-}
 $node->safe_psql('postgres', q{SELECT queue.create('rl_spin', rate_limit => 1000)});
 my @waiters = map { QueueTestSession->new($node, 'postgres', "waiter$_") } 1 .. 4;
 $_->send(q{SELECT count(*) FROM queue.claim('rl_spin', 5, wait => '4 s')}) for @waiters;
