@@ -768,6 +768,13 @@ $node->safe_psql('dropdb', q{CREATE EXTENSION queue; SELECT queue.create('y');
 	SELECT queue.enqueue('y', '{}', run_at => now() + interval '1 hour')});
 ok(defined poll_for($mon, workers_sql('dropext'), '1', 5), 'dropext has a worker');
 ok(defined poll_for($mon, workers_sql('dropdb'), '1', 5), 'dropdb has a worker');
+# Their first passes over: a worker stopped while it runs a queue owner's
+# code leaves at once, with a FATAL (dbworker.c, worker_sigterm), which the
+# log checks at the end would count; these commands find them idle.
+ok( defined poll_for(
+		$mon, q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker'
+		         AND datname IN ('dropext', 'dropdb') AND state = 'idle'}, '2', 10),
+	'both are idle after their first pass');
 
 # a template with the extension: the copy has the extension, so it must be
 # served too (CREATE DATABASE must also not be blocked by the worker)
